@@ -1,0 +1,57 @@
+"""The on-disk run file (checkpoints.pt) and how measures get a model back from it.
+
+A run file is a plain dict of tensors, numbers and strings, loaded with ``weights_only=True``::
+
+    {"spec": {...run spec...}, "diverged": bool, "device": str,
+     "checkpoints": [{"step", "model", "optimizer", "batch"}, ...]}
+
+Measures use :func:`restore`, which rebuilds the model from the spec and loads the weights, BN
+buffers and optimizer state of one checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .data import Dataset
+from .io import atomic_path
+from .training import build, make_optimizer, TrainConfig
+
+
+@dataclass
+class Restored:
+    step: int
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    batch: torch.Tensor  # training-set indices of the mini-batch used by update ``step``
+    spec: dict
+
+
+def save(result: dict, path: str | Path) -> None:
+    blob = {k: result[k] for k in ("spec", "checkpoints", "diverged", "device")}
+    with atomic_path(path) as tmp:
+        torch.save(blob, tmp)
+
+
+def load(path: str | Path) -> dict:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def steps(run: dict) -> list[int]:
+    return [int(c["step"]) for c in run["checkpoints"]]
+
+
+def restore(run: dict, index: int, ds: Dataset, device="cpu") -> Restored:
+    """Model, optimizer and batch of checkpoint number ``index`` (not step) of ``run``."""
+    ck = run["checkpoints"][index]
+    spec = run["spec"]
+    model = build(spec, ds, device)
+    model.load_state_dict(ck["model"])
+    opt = make_optimizer(model, TrainConfig.from_dict(spec["training"]))
+    opt.load_state_dict(ck["optimizer"])
+    model.train()
+    return Restored(int(ck["step"]), model, opt, ck["batch"].to(device), spec)

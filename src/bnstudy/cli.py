@@ -1,0 +1,186 @@
+"""Command line: ``python -m bnstudy <verb> ...``, the only thing workflow rules call.
+
+Every option a verb needs is explicit; structured options travel as JSON strings (never
+evaluated as code). Inputs are validated before any expensive work starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+
+log = logging.getLogger("bnstudy")
+
+ID_COLUMNS = ("experiment", "dataset", "model", "norm", "seed")
+
+
+def _json(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {text!r} ({e})") from None
+
+
+def _set_threads(n: int) -> None:
+    import torch
+
+    torch.set_num_threads(max(1, n))
+
+
+def _ids(spec: dict) -> dict:
+    return {k: spec[k] for k in ID_COLUMNS}
+
+
+def cmd_prepare_data(a) -> None:
+    from . import data
+
+    ds = data.make(a.kind, a.options)
+    ds.meta["name"] = a.name
+    data.save(ds, a.out)
+    log.info("dataset %s (%s): %d train, %d test, input %s", a.name, a.kind,
+             len(ds.x_train), len(ds.x_test), ds.input_shape)
+
+
+def _validate_spec(spec: dict) -> None:
+    from . import models, normalizers, training
+
+    missing = [k for k in (*ID_COLUMNS, "model_config", "training") if k not in spec]
+    if missing:
+        raise ValueError(f"run spec lacks {missing}")
+    normalizers.get(spec["norm"])
+    models.ModelConfig.from_dict(spec["model_config"])
+    training.TrainConfig.from_dict(spec["training"])
+
+
+def cmd_train(a) -> None:
+    from . import checkpoints, data, io, training
+
+    _validate_spec(a.spec)
+    training.resolve_device(a.device)
+    _set_threads(a.threads)
+    ds = data.load(a.data)
+    t0 = time.perf_counter()
+    result = training.train(a.spec, ds, a.device, resume_path=a.resume)
+    hist = training.history_frame(result)
+    for k, v in _ids(a.spec).items():
+        hist[k] = v
+    prov = io.provenance(io.stable_hash(a.spec), result["device"])
+    io.write_table(hist, a.out_history, prov)
+    checkpoints.save(result, a.out_checkpoints)
+    if a.resume:
+        from pathlib import Path
+
+        Path(a.resume).unlink(missing_ok=True)
+    log.info("trained %s in %.1fs on %s (diverged=%s)", _ids(a.spec),
+             time.perf_counter() - t0, result["device"], result["diverged"])
+
+
+def cmd_measure(a) -> None:
+    import pandas as pd
+
+    from . import checkpoints, data, io, measures, training
+
+    fn = measures.get(a.name)
+    dev = training.resolve_device(a.device)
+    _set_threads(a.threads)
+    ds = data.load(a.data)
+    run = checkpoints.load(a.checkpoints)
+    t0 = time.perf_counter()
+    rows = fn(run, ds, a.options, dev)
+    df = pd.DataFrame(rows)
+    for k, v in _ids(run["spec"]).items():
+        df[k] = v
+    prov = io.provenance(io.stable_hash([run["spec"], a.name, a.options]), str(dev),
+                         measure=a.name, options=a.options)
+    io.write_table(df, a.out, prov)
+    log.info("%s on %s: %d rows in %.1fs", a.name, _ids(run["spec"]), len(df),
+             time.perf_counter() - t0)
+
+
+def cmd_aggregate(a) -> None:
+    from . import tables
+
+    tables.aggregate(a.inputs, a.out)
+
+
+def cmd_plot(a) -> None:
+    from . import plots
+
+    plots.render(a.family, a.table, a.out, a.options, experiment=a.experiment)
+
+
+def cmd_report(a) -> None:
+    from . import report
+
+    report.build(a.config, a.tables, a.figures, a.out)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bnstudy", description=__doc__)
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="verb", required=True)
+
+    s = sub.add_parser("prepare-data", help="generate or load a dataset into an .npz file")
+    s.add_argument("--name", required=True)
+    s.add_argument("--kind", required=True)
+    s.add_argument("--options", type=_json, default={})
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=cmd_prepare_data)
+
+    s = sub.add_parser("train", help="train one run and write checkpoints and history")
+    s.add_argument("--data", required=True)
+    s.add_argument("--spec", type=_json, required=True, help="run spec as JSON")
+    s.add_argument("--device", default="auto")
+    s.add_argument("--threads", type=int, default=1)
+    s.add_argument("--resume", default=None, help="resume-state file (kept until success)")
+    s.add_argument("--out-checkpoints", required=True)
+    s.add_argument("--out-history", required=True)
+    s.set_defaults(func=cmd_train)
+
+    s = sub.add_parser("measure", help="run a registered measure over one run's checkpoints")
+    s.add_argument("name")
+    s.add_argument("--data", required=True)
+    s.add_argument("--checkpoints", required=True)
+    s.add_argument("--options", type=_json, default={})
+    s.add_argument("--device", default="auto")
+    s.add_argument("--threads", type=int, default=1)
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=cmd_measure)
+
+    s = sub.add_parser("aggregate", help="concatenate per-run tables into one table")
+    s.add_argument("--inputs", nargs="+", required=True)
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=cmd_aggregate)
+
+    s = sub.add_parser("plot", help="render one figure from a table")
+    s.add_argument("family")
+    s.add_argument("--table", nargs="+", required=True)
+    s.add_argument("--experiment", default=None)
+    s.add_argument("--options", type=_json, default={})
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=cmd_plot)
+
+    s = sub.add_parser("report", help="build the self-contained HTML report")
+    s.add_argument("--config", type=_json, required=True, help="the study config as JSON")
+    s.add_argument("--tables", nargs="+", required=True)
+    s.add_argument("--figures", nargs="+", required=True)
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=cmd_report)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .realdata import DataUnavailable
+
+    try:
+        args.func(args)
+    except (ValueError, FileNotFoundError, DataUnavailable) as e:
+        print(f"bnstudy {args.verb}: error: {e}", file=sys.stderr)
+        return 2
+    return 0

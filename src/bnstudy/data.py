@@ -1,0 +1,147 @@
+"""Datasets: generators and loaders, one registry, one on-disk format.
+
+Each dataset is prepared once into an ``.npz`` file holding ``x_train, y_train, x_test, y_test``
+(float32 inputs; int64 labels for classification, float32 targets for regression) and a JSON
+``meta`` entry (task, number of classes or output dimension, input shape, options).
+
+- ``star2d``: BN-Explained Fig. 3's 2-D star: points along ``n_arms`` rays from the origin,
+  with Gaussian jitter; label = arm index mod 2 (alternating arms; ``n_arms`` must be even).
+- ``gaussian_linear``: Santurkar App. A's DLN task: x ~ N(0, I_d), y = A x, A_ij ~ N(0, 1).
+- ``digits``: scikit-learn's bundled 8x8 digits, scaled to [0, 1], stratified split.
+- ``mnist``, ``cifar10``: the real image sets, read from their standard files in ``data_dir``
+  (downloaded there when ``download: true`` and the network allows it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import realdata
+from .io import atomic_path
+
+
+@dataclass
+class Dataset:
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    meta: dict
+
+    @property
+    def task(self) -> str:
+        return self.meta["task"]
+
+    @property
+    def input_shape(self) -> tuple:
+        return tuple(self.meta["input_shape"])
+
+    @property
+    def out_dim(self) -> int:
+        return int(self.meta["out_dim"])
+
+    def split(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        if name not in ("train", "test"):
+            raise ValueError(f"unknown split {name!r}; valid choices: train, test")
+        return (self.x_train, self.y_train) if name == "train" else (self.x_test, self.y_test)
+
+
+def _star2d(n_train=200, n_test=200, n_arms=6, noise=0.05, length=1.0, seed=0) -> Dataset:
+    if n_arms < 2 or n_arms % 2:
+        raise ValueError(f"star2d n_arms must be even and >= 2 (alternating labels), got {n_arms}")
+    rng = np.random.default_rng(seed)
+    n = n_train + n_test
+    arm = rng.integers(0, n_arms, size=n)
+    radius = rng.uniform(0.1, 1.0, size=n) * length
+    angle = 2 * np.pi * arm / n_arms
+    x = np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=1)
+    x = x + noise * rng.standard_normal(x.shape)
+    y = (arm % 2).astype(np.int64)
+    meta = {"task": "classification", "out_dim": 2, "input_shape": [2]}
+    return Dataset(x[:n_train], y[:n_train], x[n_train:], y[n_train:], meta)
+
+
+def _gaussian_linear(n_train=1000, n_test=1000, dim=10, seed=0) -> Dataset:
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((dim, dim))
+    x = rng.standard_normal((n_train + n_test, dim))
+    y = x @ a.T
+    meta = {"task": "regression", "out_dim": dim, "input_shape": [dim]}
+    return Dataset(x[:n_train], y[:n_train], x[n_train:], y[n_train:], meta)
+
+
+def _digits(test_fraction=0.25, seed=0, image=True) -> Dataset:
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    bunch = load_digits()
+    x = bunch.data / 16.0
+    y = bunch.target.astype(np.int64)
+    xtr, xte, ytr, yte = train_test_split(
+        x, y, test_size=test_fraction, random_state=seed, stratify=y
+    )
+    meta = {"task": "classification", "out_dim": 10, "input_shape": [1, 8, 8] if image else [64]}
+    return Dataset(xtr, ytr, xte, yte, meta)
+
+
+def _real(name: str) -> Callable[..., Dataset]:
+    def load(data_dir="data", download=False, n_train=None, n_test=None, seed=0) -> Dataset:
+        xtr, ytr, xte, yte, shape = realdata.load(name, Path(data_dir), download)
+        rng = np.random.default_rng(seed)
+        if n_train is not None and n_train < len(xtr):
+            keep = np.sort(rng.choice(len(xtr), n_train, replace=False))
+            xtr, ytr = xtr[keep], ytr[keep]
+        if n_test is not None and n_test < len(xte):
+            keep = np.sort(rng.choice(len(xte), n_test, replace=False))
+            xte, yte = xte[keep], yte[keep]
+        meta = {"task": "classification", "out_dim": 10, "input_shape": list(shape)}
+        return Dataset(xtr, ytr, xte, yte, meta)
+
+    return load
+
+
+GENERATORS: dict[str, Callable[..., Dataset]] = {
+    "star2d": _star2d,
+    "gaussian_linear": _gaussian_linear,
+    "digits": _digits,
+    "mnist": _real("mnist"),
+    "cifar10": _real("cifar10"),
+}
+
+
+def kinds() -> list[str]:
+    return sorted(GENERATORS)
+
+
+def make(kind: str, options: dict | None = None) -> Dataset:
+    """Generate or load dataset ``kind`` with ``options`` (keyword arguments of its generator)."""
+    if kind not in GENERATORS:
+        raise ValueError(f"unknown dataset kind {kind!r}; valid choices: {', '.join(kinds())}")
+    options = dict(options or {})
+    try:
+        ds = GENERATORS[kind](**options)
+    except TypeError as e:
+        raise ValueError(f"bad options for dataset {kind!r}: {options} ({e})") from None
+    ds.meta.update({"kind": kind, "options": options})
+    ds.x_train = ds.x_train.astype(np.float32)
+    ds.x_test = ds.x_test.astype(np.float32)
+    if ds.task == "regression":
+        ds.y_train, ds.y_test = ds.y_train.astype(np.float32), ds.y_test.astype(np.float32)
+    return ds
+
+
+def save(ds: Dataset, path: str | Path) -> None:
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, x_train=ds.x_train, y_train=ds.y_train, x_test=ds.x_test,
+                 y_test=ds.y_test, meta=np.array(json.dumps(ds.meta)))
+
+
+def load(path: str | Path) -> Dataset:
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(str(z["meta"]))
+        return Dataset(z["x_train"], z["y_train"], z["x_test"], z["y_test"], meta)

@@ -1,0 +1,66 @@
+"""Generalization: final train and test loss/accuracy and their gaps.
+
+Evaluated in eval mode on the whole train and test sets at the run's last checkpoint. Which
+BN statistics are used is an option (recorded in the ``bn_statistics`` column):
+
+- ``running``: the running averages accumulated during training (standard inference);
+- ``recomputed``: population statistics recomputed over the whole training set at the final
+  weights (cumulative average over chunks, on a copy of the model), as in "precise BN".
+
+Gaps are ``test - train`` for the loss and ``train - test`` for accuracy, so that a positive gap
+means worse on unseen data in both. A diverged run gives NaN metrics and ``diverged = True``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from .normalizers import batchnorm_modules
+from .training import evaluate
+
+BN_STATISTICS = ("running", "recomputed")
+
+
+@torch.no_grad()
+def recompute_bn_statistics(model: nn.Module, x: torch.Tensor, chunk: int = 1024) -> nn.Module:
+    """A copy of ``model`` whose BN running statistics are the population statistics of ``x``."""
+    model = copy.deepcopy(model)
+    bns = batchnorm_modules(model)
+    for bn in bns:
+        bn.reset_running_stats()
+        bn.momentum = None  # cumulative moving average: exact mean over the chunks
+    model.train()
+    for i in range(0, len(x), chunk):
+        model(x[i: i + chunk])
+    model.eval()
+    return model
+
+
+def measure(model: nn.Module, data, options: dict | None = None) -> list[dict]:
+    """One row: train/test loss and accuracy and their gaps. ``data`` is a :class:`Dataset`."""
+    options = dict(options or {})
+    stats = options.get("bn_statistics", "running")
+    if stats not in BN_STATISTICS:
+        raise ValueError(f"unknown bn_statistics {stats!r}; valid choices: {BN_STATISTICS}")
+    dev = next(model.parameters()).device
+    xtr = torch.as_tensor(data.x_train, device=dev)
+    ytr = torch.as_tensor(data.y_train, device=dev)
+    xte = torch.as_tensor(data.x_test, device=dev)
+    yte = torch.as_tensor(data.y_test, device=dev)
+    net = recompute_bn_statistics(model, xtr) if stats == "recomputed" else model
+    tr_loss, tr_acc = evaluate(net, xtr, ytr, data.task)
+    te_loss, te_acc = evaluate(net, xte, yte, data.task)
+    return [{
+        "train_loss": tr_loss, "test_loss": te_loss, "loss_gap": te_loss - tr_loss,
+        "train_accuracy": tr_acc, "test_accuracy": te_acc, "accuracy_gap": tr_acc - te_acc,
+        "bn_statistics": stats,
+    }]
+
+
+def diverged_row(stats: str) -> dict:
+    nan = float("nan")
+    return {"train_loss": nan, "test_loss": nan, "loss_gap": nan, "train_accuracy": nan,
+            "test_accuracy": nan, "accuracy_gap": nan, "bn_statistics": stats}

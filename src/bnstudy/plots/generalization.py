@@ -1,0 +1,41 @@
+"""Generalization per experiment: final train/test loss and accuracy, and their gaps."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import seaborn as sns
+
+from . import Family, Section, norm_order, register, register_section, title
+
+
+def draw(frames, options):
+    df = frames[0]
+    classification = df["test_accuracy"].notna().any()
+    cols = ["loss_gap", "test_loss"] + (["accuracy_gap", "test_accuracy"] if classification else [])
+    fig, axes = plt.subplots(1, len(cols), figsize=(3.6 * len(cols), 3.8), squeeze=False)
+    order = norm_order(df)
+    for ax, col in zip(axes[0], cols):
+        sns.barplot(df, x="norm", y=col, order=order, errorbar=("ci", 95), ax=ax, alpha=0.6)
+        sns.stripplot(df, x="norm", y=col, order=order, color="black", size=4, ax=ax)
+        ax.tick_params(axis="x", rotation=30)
+        ax.set_title(col.replace("_", " "))
+        ax.set_xlabel("")
+    fig.suptitle(title(df, "generalization"))
+    fig.tight_layout()
+    return fig
+
+
+register(Family(
+    "generalization_gap", draw,
+    "Final generalization by normalizer: loss gap (test - train), test loss, and for "
+    "classification the accuracy gap (train - test) and test accuracy; bars are means with 95% "
+    "CIs over seeds, dots are single seeds. Diverged runs have no bar.",
+))
+
+register_section(Section(
+    "generalization", "Generalization", (
+        "Measured at each run's last checkpoint on the whole train and test sets, in eval mode; "
+        "the BN statistics used are recorded in the table's bn_statistics column."),
+    table="generalization", families=("generalization_gap",),
+    summary_columns=("train_loss", "test_loss", "loss_gap", "test_accuracy", "accuracy_gap"),
+))

@@ -1,0 +1,52 @@
+"""Training curves per experiment: loss (and accuracy) over steps, hue = normalizer, seed bands."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+
+from . import Family, Section, norm_order, register, register_section, title
+
+
+def draw(frames, options):
+    df = frames[0]
+    df = df[df["split"].isin(["train", "test"])]
+    classification = df["accuracy"].notna().any()
+    ncols = 2 if classification else 1
+    fig, axes = plt.subplots(1, ncols, figsize=(6.0 * ncols, 4.2), squeeze=False)
+    order = norm_order(df)
+    ax = axes[0, 0]
+    sns.lineplot(df, x="step", y="loss", hue="norm", hue_order=order, style="split",
+                 style_order=["train", "test"], errorbar=("ci", 95), ax=ax)
+    finite = df["loss"][np.isfinite(df["loss"])]
+    if len(finite) and finite.min() > 0 and finite.max() / finite.min() > 50:
+        ax.set_yscale("log")
+    ax.set_title("loss (mean over seeds, 95% CI band)")
+    if classification:
+        sns.lineplot(df, x="step", y="accuracy", hue="norm", hue_order=order, style="split",
+                     style_order=["train", "test"], errorbar=("ci", 95), ax=axes[0, 1],
+                     legend=False)
+        axes[0, 1].set_title("accuracy")
+    fig.suptitle(title(df, "training curves"))
+    fig.tight_layout()
+    return fig
+
+
+register(Family(
+    "training_curves", draw,
+    "Loss (left) and accuracy (right, classification only) on the whole train (solid) and test "
+    "(dashed) sets, evaluated in eval mode at the evaluation steps; bands are 95% CIs over "
+    "seeds. Look for which normalizers train faster and to a lower loss at the same learning "
+    "rate, and whether any diverge (their curves stop).",
+))
+
+register_section(Section(
+    "training", "Training", (
+        "Every run is trained with plain SGD (the experiment's learning rate, momentum, weight "
+        "decay and batch size) from the same seeded initialization and batch order for every "
+        "normalizer. Losses are evaluated on the full train and test sets in eval mode, so BN "
+        "uses its running statistics."),
+    table="training", families=("training_curves",),
+    summary_columns=("loss", "accuracy"), summary_filter={"last_step": True},
+))

@@ -1,0 +1,120 @@
+"""The final, self-contained HTML report (figures embedded as base64 PNG).
+
+Sections come from :mod:`bnstudy.plots` (text, figure families, summarized columns) in their
+registration order; each shows its figures per experiment with captions and a summary table of
+mean ± CI (Student t, 95% by default) over seeds. The study config and the provenance of every
+table close the report.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from . import io, plots, tables
+
+CSS = """
+body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+h1{border-bottom:2px solid #444} h2{border-bottom:1px solid #aaa;margin-top:2em}
+figure{margin:1em 0} figure img{max-width:100%} figcaption{font-size:.9em;color:#444}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
+td,th{border:1px solid #ccc;padding:2px 6px;text-align:right} th{background:#f0f0f0}
+pre{background:#f6f6f6;padding:.8em;overflow-x:auto;font-size:.8em}
+"""
+
+
+def _figure_index(figures: list[str]) -> dict[tuple[str, str | None], Path]:
+    """Map (family, experiment) to the figure file: results/figures/<experiment>/<family>.png."""
+    index = {}
+    for f in map(Path, figures):
+        exp = f.parent.name if f.parent.name != "figures" else None
+        index[(f.stem, exp)] = f
+    return index
+
+
+def _img(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}">'
+
+
+def _last_steps(df: pd.DataFrame) -> pd.DataFrame:
+    keys = [c for c in ("experiment", "norm", "seed") if c in df.columns]
+    last = df.groupby(keys)["step"].transform("max")
+    return df[df["step"] == last]
+
+
+def summary_table(df: pd.DataFrame, section: plots.Section, level: float) -> str:
+    if section.summary_filter.get("last_step"):
+        df = _last_steps(df)
+    by = [c for c in tables.GROUP if c in df.columns]
+    for extra in ("split", "layer", "point_set"):
+        if extra in df.columns and extra in section.summary_filter.get("by", ("split",)):
+            by.append(extra)
+    cols = [c for c in section.summary_columns if c in df.columns]
+    if not cols or df.empty:
+        return ""
+    s = tables.summarize(df, cols, by=by, level=level)
+    s["value"] = s.apply(tables.format_mean_ci, axis=1)
+    wide = s.pivot_table(index=by, columns="quantity", values="value", aggfunc="first")
+    wide = wide[[c for c in cols if c in wide.columns]]
+    n = s.groupby(by)["n_runs"].first()
+    wide.insert(0, "seeds", n)
+    return wide.reset_index().to_html(index=False, na_rep="n/a", border=0)
+
+
+def build(config: dict, table_paths: list[str], figures: list[str], out: str) -> None:
+    plots.load_all()
+    level = float(config.get("report", {}).get("ci", 0.95))
+    title = config.get("report", {}).get("title", "bnstudy report")
+    frames = {Path(p).stem: pd.read_parquet(p) for p in table_paths}
+    figs = _figure_index(figures)
+    experiments = sorted(config.get("experiments", {}))
+    parts = [f"<h1>{html.escape(title)}</h1>", _intro(config, frames)]
+    for section in plots.SECTIONS.values():
+        if section.table not in frames:
+            continue
+        parts.append(f"<h2>{html.escape(section.title)}</h2><p>{html.escape(section.text)}</p>")
+        for fam_name in section.families:
+            fam = plots.FAMILIES[fam_name]
+            keys = [(fam_name, e) for e in experiments] if fam.per_experiment else [(fam_name, None)]
+            for key in keys:
+                if key in figs:
+                    parts.append(f"<figure>{_img(figs[key])}<figcaption>"
+                                 f"{html.escape(fam.caption)}</figcaption></figure>")
+        table_html = summary_table(frames[section.table], section, level)
+        if table_html:
+            parts.append(f"<p>Summary: mean ± half-width of the {level:.0%} CI over seeds.</p>")
+            parts.append(table_html)
+    parts.append("<h2>Study configuration</h2><pre>"
+                 + html.escape(yaml.safe_dump(config, sort_keys=False)) + "</pre>")
+    parts.append("<h2>Provenance</h2>" + _provenance(table_paths))
+    doc = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>" + html.escape(title)
+           + f"</title><style>{CSS}</style></head><body>" + "\n".join(parts) + "</body></html>")
+    with io.atomic_path(out) as tmp:
+        tmp.write_text(doc, encoding="utf-8")
+
+
+def _intro(config: dict, frames: dict[str, pd.DataFrame]) -> str:
+    gen = frames.get("generalization")
+    runs = len(gen) if gen is not None else 0
+    diverged = int(gen["diverged"].sum()) if gen is not None else 0
+    exps = config.get("experiments", {})
+    items = "".join(
+        f"<li><b>{html.escape(n)}</b>: {html.escape(e['dataset'])} / {html.escape(e['model'])},"
+        f" normalizers {', '.join(e['norms'])}, seeds {e['seeds']}</li>" for n, e in exps.items()
+    )
+    return (f"<p>What do normalization layers do to a deep network? This report gathers {runs} "
+            f"training runs ({diverged} diverged) over these experiments:</p><ul>{items}</ul>")
+
+
+def _provenance(table_paths: list[str]) -> str:
+    rows = []
+    for p in table_paths:
+        prov = io.read_provenance(p)
+        rows.append({"table": Path(p).name, **{k: prov.get(k) for k in (
+            "config_hash", "bnstudy_version", "torch_version", "device", "git_commit")}})
+    return pd.DataFrame(rows).to_html(index=False, border=0)

@@ -1,0 +1,68 @@
+"""Aggregation of per-run tables and the summaries (mean and CI over seeds) the report shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from . import io
+
+GROUP = ["experiment", "dataset", "model", "norm"]
+
+
+def aggregate(inputs: list[str | Path], out: str | Path) -> pd.DataFrame:
+    """Concatenate per-run Parquet files; provenance lists each input's config hash."""
+    if not inputs:
+        raise ValueError("aggregate needs at least one input table")
+    frames, hashes, devices = [], [], set()
+    for path in sorted(map(str, inputs)):
+        frames.append(io.read_table(path))
+        prov = io.read_provenance(path)
+        hashes.append(prov.get("config_hash"))
+        devices.add(prov.get("device"))
+    df = pd.concat(frames, ignore_index=True)
+    sort = [c for c in (*GROUP, "seed", "step", "split") if c in df.columns]
+    df = df.sort_values(sort, kind="stable").reset_index(drop=True)
+    prov = io.provenance(io.stable_hash(hashes), ",".join(sorted(map(str, devices))),
+                         inputs=len(inputs), input_config_hashes=hashes)
+    io.write_table(df, out, prov)
+    return df
+
+
+def mean_ci(values, level: float = 0.95) -> tuple[float, float, float, int]:
+    """Mean, and the half-width of the Student-t confidence interval, over finite values."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    n = len(v)
+    if n == 0:
+        return float("nan"), float("nan"), float("nan"), 0
+    m = float(v.mean())
+    if n == 1:
+        return m, float("nan"), float("nan"), 1
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1) * v.std(ddof=1) / np.sqrt(n))
+    return m, m - half, m + half, n
+
+
+def summarize(df: pd.DataFrame, columns: list[str], by: list[str] | None = None,
+              level: float = 0.95) -> pd.DataFrame:
+    """Long table: one row per group and column with mean, CI bounds and number of seeds."""
+    by = by or [c for c in GROUP if c in df.columns]
+    rows = []
+    for key, g in df.groupby(by, sort=True, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        for col in columns:
+            m, lo, hi, n = mean_ci(g[col], level)
+            rows.append({**dict(zip(by, key)), "quantity": col, "mean": m, "ci_low": lo,
+                         "ci_high": hi, "n": n, "n_runs": len(g)})
+    return pd.DataFrame(rows)
+
+
+def format_mean_ci(row) -> str:
+    if not np.isfinite(row["mean"]):
+        return "n/a"
+    if not np.isfinite(row["ci_low"]):
+        return f"{row['mean']:.4g}"
+    return f"{row['mean']:.4g} ± {(row['ci_high'] - row['ci_low']) / 2:.2g}"

@@ -1,0 +1,154 @@
+# Helpers shared by the rules: paths, the run grid, per-rule params, and config checks that go
+# beyond the JSON schema (cross references, registry names). No rule lives here.
+
+import hashlib
+import json
+from pathlib import Path
+
+from bnstudy import data as _data
+from bnstudy import models as _models
+from bnstudy import normalizers as _normalizers
+from bnstudy import training as _training
+
+R = config["results"]
+SRC = Path(workflow.basedir) / "src" / "bnstudy"
+
+# The package modules each stage's command imports. Their content hash is a param of the
+# stage's rule, so editing a module reruns exactly the stages that use it (and, through
+# their outputs, everything downstream); see README "What reruns when I change X".
+STAGE_CODE = {
+    "data": ["data.py", "realdata.py", "io.py"],
+    "train": ["training.py", "models.py", "normalizers.py", "checkpoints.py", "io.py"],
+    "generalization": ["generalization.py", "measures.py"],
+    "tables": ["tables.py", "io.py"],
+    "plots": ["plots/__init__.py"],
+    "report": ["report.py", "tables.py", "plots/__init__.py"],
+}
+FIGURES = {"training_curves": "training", "generalization_gap": "generalization"}
+
+
+def code_version(stage, extra=()):
+    h = hashlib.sha256()
+    for rel in [*STAGE_CODE[stage], *extra]:
+        h.update(rel.encode())
+        h.update((SRC / rel).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _fail(msg):
+    raise ValueError(f"config error: {msg}")
+
+
+def check_config(cfg):
+    """Cross-reference and registry checks, before any job runs."""
+    for name, ds in cfg["datasets"].items():
+        if ds["kind"] not in _data.kinds():
+            _fail(f"dataset {name!r}: unknown kind {ds['kind']!r}; valid: {_data.kinds()}")
+    for name, m in cfg["models"].items():
+        try:
+            _models.ModelConfig.from_dict(m)
+        except ValueError as e:
+            _fail(f"model {name!r}: {e}")
+    for name, t in cfg["trainings"].items():
+        try:
+            _training.TrainConfig.from_dict(t)
+        except ValueError as e:
+            _fail(f"training {name!r}: {e}")
+    for name, e in cfg["experiments"].items():
+        for key, table in (("dataset", "datasets"), ("model", "models"), ("training", "trainings")):
+            if e[key] not in cfg[table]:
+                _fail(f"experiment {name!r}: {key} {e[key]!r} is not defined; "
+                      f"valid: {sorted(cfg[table])}")
+        for norm in e["norms"]:
+            if norm not in _normalizers.REGISTRY:
+                _fail(f"experiment {name!r}: unknown normalizer {norm!r}; "
+                      f"valid: {_normalizers.names()}")
+
+
+check_config(config)
+
+EXPERIMENTS = config["experiments"]
+RUNS = [(e, n, s) for e, x in EXPERIMENTS.items() for n in x["norms"] for s in x["seeds"]]
+ALL_NORMS = sorted({n for _, n, _ in RUNS})
+USED_DATASETS = sorted({x["dataset"] for x in EXPERIMENTS.values()})
+
+
+def _alt(values):
+    return "|".join(sorted(map(str, values)))
+
+
+wildcard_constraints:
+    experiment=_alt(EXPERIMENTS),
+    norm=_alt(ALL_NORMS),
+    seed=r"\d+",
+    dataset=_alt(config["datasets"]),
+    table=_alt(["training", "generalization"]),
+    family=_alt(FIGURES),
+
+
+RUN_DIR = R + "/runs/{experiment}/{norm}/seed{seed}"
+
+
+def run_files(name, experiment=None):
+    """Per-run file ``name`` for every run (of one experiment, if given)."""
+    return [f"{R}/runs/{e}/{n}/seed{s}/{name}" for e, n, s in RUNS
+            if experiment is None or e == experiment]
+
+
+def dataset_params(wildcards):
+    ds = config["datasets"][wildcards.dataset]
+    return json.dumps(ds.get("options", {}), sort_keys=True)
+
+
+def dataset_kind(wildcards):
+    return config["datasets"][wildcards.dataset]["kind"]
+
+
+def run_dataset(wildcards):
+    return f"{R}/data/{EXPERIMENTS[wildcards.experiment]['dataset']}.npz"
+
+
+def run_spec(wildcards):
+    """The run spec (JSON): everything that determines the training run, and nothing else."""
+    e = EXPERIMENTS[wildcards.experiment]
+    spec = {
+        "experiment": wildcards.experiment,
+        "dataset": e["dataset"],
+        "model": e["model"],
+        "model_config": config["models"][e["model"]],
+        "norm": wildcards.norm,
+        "seed": int(wildcards.seed),
+        "training": config["trainings"][e["training"]],
+    }
+    return json.dumps(spec, sort_keys=True)
+
+
+TABLE_FILES = {"training": "history.parquet", "generalization": "generalization.parquet"}
+
+
+def table_inputs(wildcards):
+    return run_files(TABLE_FILES[wildcards.table])
+
+
+def figure_table(wildcards):
+    return f"{R}/tables/{FIGURES[wildcards.family]}.parquet"
+
+
+def figure_code(wildcards):
+    return code_version("plots", [f"plots/{FIGURES[wildcards.family]}.py"])
+
+
+def all_tables():
+    return [f"{R}/tables/{t}.parquet" for t in TABLE_FILES]
+
+
+def all_figures():
+    return [f"{R}/figures/{e}/{f}.png" for e in EXPERIMENTS for f in FIGURES]
+
+
+def report_code():
+    return code_version("report", [f"plots/{m}.py" for m in sorted(set(FIGURES.values()))])
+
+
+def final_outputs():
+    return [f"{R}/report.html", *all_tables(), *all_figures()]

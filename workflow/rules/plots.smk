@@ -1,0 +1,20 @@
+rule plot:
+    input:
+        figure_table,
+    output:
+        report(
+            R + "/figures/{experiment}/{family}.png",
+            caption="../report/figure.rst",
+            category="{experiment}",
+            subcategory="{family}",
+        ),
+    params:
+        options=json.dumps(config["plots"], sort_keys=True),
+        code=figure_code,
+    log:
+        "logs/plot/{experiment}/{family}.log",
+    conda:
+        "../../environment.yml"
+    shell:
+        "python -m bnstudy plot {wildcards.family} --table {input} --experiment"
+        " {wildcards.experiment} --options {params.options:q} --out {output} > {log} 2>&1"

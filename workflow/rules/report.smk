@@ -1,0 +1,16 @@
+rule report:
+    input:
+        tables=all_tables(),
+        figures=all_figures(),
+    output:
+        report(R + "/report.html", caption="../report/report.rst", category="Report"),
+    params:
+        config=json.dumps(config, sort_keys=True),
+        code=report_code(),
+    log:
+        "logs/report.log",
+    conda:
+        "../../environment.yml"
+    shell:
+        "python -m bnstudy report --config {params.config:q} --tables {input.tables}"
+        " --figures {input.figures} --out {output} > {log} 2>&1"
