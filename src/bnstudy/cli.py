@@ -83,21 +83,27 @@ def cmd_measure(a) -> None:
 
     from . import checkpoints, data, io, measures, training
 
-    fn = measures.get(a.name)
+    measure = measures.get(a.name)
+    outs = dict(o.split("=", 1) for o in a.out)
+    if sorted(outs) != sorted(measure.tables):
+        raise ValueError(f"measure {a.name!r} writes tables {list(measure.tables)}; "
+                         f"--out gave {sorted(outs)}")
+    fn = measure.load()
     dev = training.resolve_device(a.device)
     _set_threads(a.threads)
     ds = data.load(a.data)
     run = checkpoints.load(a.checkpoints)
     t0 = time.perf_counter()
-    rows = fn(run, ds, a.options, dev)
-    df = pd.DataFrame(rows)
-    for k, v in _ids(run["spec"]).items():
-        df[k] = v
+    result = measures.as_tables(measure, fn(run, ds, a.options, dev))
     prov = io.provenance(io.stable_hash([run["spec"], a.name, a.options]), str(dev),
                          measure=a.name, options=a.options)
-    io.write_table(df, a.out, prov)
-    log.info("%s on %s: %d rows in %.1fs", a.name, _ids(run["spec"]), len(df),
-             time.perf_counter() - t0)
+    for table, path in outs.items():
+        df = pd.DataFrame(result.get(table, []))
+        for k, v in _ids(run["spec"]).items():
+            df[k] = v
+        io.write_table(df, path, prov)
+        log.info("%s/%s on %s: %d rows", a.name, table, _ids(run["spec"]), len(df))
+    log.info("%s took %.1fs", a.name, time.perf_counter() - t0)
 
 
 def cmd_aggregate(a) -> None:
@@ -147,7 +153,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--options", type=_json, default={})
     s.add_argument("--device", default="auto")
     s.add_argument("--threads", type=int, default=1)
-    s.add_argument("--out", required=True)
+    s.add_argument("--out", nargs="+", required=True, metavar="TABLE=PATH",
+                   help="where each of the measure's tables goes")
     s.set_defaults(func=cmd_measure)
 
     s = sub.add_parser("aggregate", help="concatenate per-run tables into one table")

@@ -1,10 +1,16 @@
 """The measure registry: per-run measurement stages, by name.
 
-A measure entry is a function ``run(run, ds, options, device) -> list[dict]`` over a loaded run
-file (:mod:`bnstudy.checkpoints`) and its dataset. It returns tidy rows; the CLI adds the run's
-identifying columns (experiment, dataset, model, norm, seed) and writes one Parquet file per run.
+A :class:`Measure` names a function ``run(run, ds, options, device)`` over a loaded run file
+(:mod:`bnstudy.checkpoints`) and its dataset, the tables it fills and the package modules it
+imports. The function returns tidy rows: a list (rows of the measure's first table) or a dict
+``{table: rows}``. The CLI adds the run's identifying columns (experiment, dataset, model, norm,
+seed) and writes one Parquet file per table and run; the workflow aggregates them into
+``results/tables/<table>.parquet``. The config section named like the measure holds its options
+(a measure without a config section is not run).
+
 Functions are named as ``"module:function"`` and imported on use, so that a stage imports only
-the code it measures with (which is also what makes code-change reruns stage-precise).
+the code it measures with; ``code`` lists those modules (relative to ``src/bnstudy``), whose
+content hash makes the workflow rerun the measure when they change.
 
 Measures must never change the model they are given: they work on copies or restore the train
 mode and BN buffers they touch.
@@ -14,22 +20,48 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
 from . import checkpoints, generalization
 
-REGISTRY: dict[str, str] = {
-    "generalization": "bnstudy.measures:run_generalization",
+
+@dataclass(frozen=True)
+class Measure:
+    name: str
+    func: str  # "module:function"
+    tables: tuple[str, ...]  # the first is the main table
+    code: tuple[str, ...]  # modules under src/bnstudy the measure's function imports
+
+    def load(self) -> Callable:
+        module, func = self.func.split(":")
+        return getattr(importlib.import_module(module), func)
+
+
+REGISTRY: dict[str, Measure] = {
+    m.name: m
+    for m in (
+        Measure("generalization", "bnstudy.measures:run_generalization", ("generalization",),
+                ("generalization.py", "measures.py", "checkpoints.py")),
+    )
 }
 
 
-def get(name: str) -> Callable:
+def get(name: str) -> Measure:
     if name not in REGISTRY:
         valid = ", ".join(sorted(REGISTRY))
         raise ValueError(f"unknown measure {name!r}; valid choices: {valid}")
-    module, func = REGISTRY[name].split(":")
-    return getattr(importlib.import_module(module), func)
+    return REGISTRY[name]
+
+
+def as_tables(measure: Measure, result) -> dict[str, list[dict]]:
+    """Normalize a measure function's result to ``{table: rows}`` and check the table names."""
+    out = {measure.tables[0]: result} if isinstance(result, list) else dict(result)
+    unknown = sorted(set(out) - set(measure.tables))
+    if unknown:
+        raise ValueError(f"measure {measure.name!r} returned undeclared tables {unknown}")
+    return out
 
 
 def run_generalization(run: dict, ds, options: dict, device: torch.device) -> list[dict]:

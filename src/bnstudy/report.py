@@ -27,13 +27,9 @@ pre{background:#f6f6f6;padding:.8em;overflow-x:auto;font-size:.8em}
 """
 
 
-def _figure_index(figures: list[str]) -> dict[tuple[str, str | None], Path]:
+def _figure_index(figures: list[str]) -> dict[tuple[str, str], Path]:
     """Map (family, experiment) to the figure file: results/figures/<experiment>/<family>.png."""
-    index = {}
-    for f in map(Path, figures):
-        exp = f.parent.name if f.parent.name != "figures" else None
-        index[(f.stem, exp)] = f
-    return index
+    return {(f.stem, f.parent.name): f for f in map(Path, figures)}
 
 
 def _img(path: Path) -> str:
@@ -80,11 +76,12 @@ def build(config: dict, table_paths: list[str], figures: list[str], out: str) ->
         parts.append(f"<h2>{html.escape(section.title)}</h2><p>{html.escape(section.text)}</p>")
         for fam_name in section.families:
             fam = plots.FAMILIES[fam_name]
-            keys = [(fam_name, e) for e in experiments] if fam.per_experiment else [(fam_name, None)]
-            for key in keys:
+            for key in [(fam_name, e) for e in experiments]:
                 if key in figs:
                     parts.append(f"<figure>{_img(figs[key])}<figcaption>"
                                  f"{html.escape(fam.caption)}</figcaption></figure>")
+        if section.findings is not None:
+            parts.append(f"<p><b>Findings.</b> {html.escape(section.findings(frames))}</p>")
         table_html = summary_table(frames[section.table], section, level)
         if table_html:
             parts.append(f"<p>Summary: mean ± half-width of the {level:.0%} CI over seeds.</p>")

@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 
 from bnstudy import data as _data
+from bnstudy import measures as _measures
 from bnstudy import models as _models
 from bnstudy import normalizers as _normalizers
+from bnstudy import plots as _plots
 from bnstudy import training as _training
 
 R = config["results"]
@@ -16,20 +18,25 @@ SRC = Path(workflow.basedir) / "src" / "bnstudy"
 # The package modules each stage's command imports. Their content hash is a param of the
 # stage's rule, so editing a module reruns exactly the stages that use it (and, through
 # their outputs, everything downstream); see README "What reruns when I change X".
+# Measures list their modules in bnstudy.measures.REGISTRY, figure families in bnstudy.plots.
 STAGE_CODE = {
     "data": ["data.py", "realdata.py", "io.py"],
     "train": ["training.py", "models.py", "normalizers.py", "checkpoints.py", "io.py"],
-    "generalization": ["generalization.py", "measures.py"],
     "tables": ["tables.py", "io.py"],
-    "plots": ["plots/__init__.py"],
-    "report": ["report.py", "tables.py", "plots/__init__.py"],
+    "plots": ["plots/__init__.py", "io.py"],
+    "report": ["report.py", "tables.py", "io.py", "plots/__init__.py"],
 }
-FIGURES = {"training_curves": "training", "generalization_gap": "generalization"}
+# Measures run: those with a config section. Tables: training + every table they fill.
+MEASURES = [m for m in _measures.REGISTRY if m in config]
+TABLE_FILES = {"training": "history.parquet"}
+TABLE_FILES.update({t: f"{t}.parquet" for m in MEASURES for t in _measures.REGISTRY[m].tables})
+_plots.load_all()
+FIGURES = {n: f for n, f in _plots.FAMILIES.items() if set(f.tables) <= set(TABLE_FILES)}
 
 
 def code_version(stage, extra=()):
     h = hashlib.sha256()
-    for rel in [*STAGE_CODE[stage], *extra]:
+    for rel in [*STAGE_CODE.get(stage, ()), *extra]:
         h.update(rel.encode())
         h.update((SRC / rel).read_bytes())
     return h.hexdigest()[:16]
@@ -82,7 +89,7 @@ wildcard_constraints:
     norm=_alt(ALL_NORMS),
     seed=r"\d+",
     dataset=_alt(config["datasets"]),
-    table=_alt(["training", "generalization"]),
+    table=_alt(TABLE_FILES),
     family=_alt(FIGURES),
 
 
@@ -123,31 +130,43 @@ def run_spec(wildcards):
     return json.dumps(spec, sort_keys=True)
 
 
-TABLE_FILES = {"training": "history.parquet", "generalization": "generalization.parquet"}
-
-
 def table_inputs(wildcards):
     return run_files(TABLE_FILES[wildcards.table])
 
 
-def figure_table(wildcards):
-    return f"{R}/tables/{FIGURES[wildcards.family]}.parquet"
+def measure_options(name):
+    """A measure's config section as JSON (its rule's only setting)."""
+    return json.dumps(config[name], sort_keys=True)
+
+
+def measure_code(name):
+    return code_version(name, _measures.REGISTRY[name].code)
+
+
+def figure_tables(wildcards):
+    return [f"{R}/tables/{t}.parquet" for t in FIGURES[wildcards.family].tables]
 
 
 def figure_code(wildcards):
-    return code_version("plots", [f"plots/{FIGURES[wildcards.family]}.py"])
+    return code_version("plots", [f"plots/{FIGURES[wildcards.family].module}.py"])
 
 
 def all_tables():
     return [f"{R}/tables/{t}.parquet" for t in TABLE_FILES]
 
 
+def _applies(family, experiment):
+    kinds = family.datasets
+    return kinds is None or config["datasets"][EXPERIMENTS[experiment]["dataset"]]["kind"] in kinds
+
+
 def all_figures():
-    return [f"{R}/figures/{e}/{f}.png" for e in EXPERIMENTS for f in FIGURES]
+    return [f"{R}/figures/{e}/{n}.png" for e in EXPERIMENTS for n, f in FIGURES.items()
+            if _applies(f, e)]
 
 
 def report_code():
-    return code_version("report", [f"plots/{m}.py" for m in sorted(set(FIGURES.values()))])
+    return code_version("report", sorted({f"plots/{f.module}.py" for f in FIGURES.values()}))
 
 
 def final_outputs():

@@ -3,11 +3,11 @@ rule generalization:
         data=run_dataset,
         checkpoints=RUN_DIR + "/checkpoints.pt",
     output:
-        RUN_DIR + "/generalization.parquet",
+        generalization=RUN_DIR + "/generalization.parquet",
     params:
-        options=json.dumps(config["generalization"], sort_keys=True),
+        options=measure_options("generalization"),
         device=config["device"],
-        code=code_version("generalization"),
+        code=measure_code("generalization"),
     threads: config["threads"]
     log:
         "logs/generalization/{experiment}/{norm}/seed{seed}.log",
@@ -16,4 +16,5 @@ rule generalization:
     shell:
         "python -m bnstudy measure generalization --data {input.data}"
         " --checkpoints {input.checkpoints} --options {params.options:q}"
-        " --device {params.device} --threads {threads} --out {output} > {log} 2>&1"
+        " --device {params.device} --threads {threads}"
+        " --out generalization={output.generalization} > {log} 2>&1"

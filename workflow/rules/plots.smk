@@ -1,6 +1,6 @@
 rule plot:
     input:
-        figure_table,
+        figure_tables,
     output:
         report(
             R + "/figures/{experiment}/{family}.png",

@@ -26,14 +26,25 @@ from ..io import atomic_path  # noqa: E402
 
 @dataclass(frozen=True)
 class Family:
+    """One figure per experiment, drawn from ``tables`` restricted to that experiment.
+
+    ``datasets``: the dataset kinds the family applies to (None: all). ``module``: the module of
+    this package that draws it (its hash joins the plot rule's code version).
+    """
+
     name: str
     draw: Callable[[list[pd.DataFrame], dict], plt.Figure]
     caption: str
-    per_experiment: bool = True
+    tables: tuple[str, ...]
+    module: str
+    datasets: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
 class Section:
+    """A report section. ``findings(frames)`` may return HTML-safe text stating the numbers
+    (``frames`` maps table names to aggregated tables)."""
+
     key: str
     title: str
     text: str
@@ -41,6 +52,7 @@ class Section:
     families: tuple[str, ...]
     summary_columns: tuple[str, ...] = ()
     summary_filter: dict = field(default_factory=dict)
+    findings: Callable[[dict[str, pd.DataFrame]], str] | None = None
 
 
 FAMILIES: dict[str, Family] = {}

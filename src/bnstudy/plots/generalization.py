@@ -26,10 +26,11 @@ def draw(frames, options):
 
 
 register(Family(
-    "generalization_gap", draw,
-    "Final generalization by normalizer: loss gap (test - train), test loss, and for "
-    "classification the accuracy gap (train - test) and test accuracy; bars are means with 95% "
-    "CIs over seeds, dots are single seeds. Diverged runs have no bar.",
+    "generalization_gap", draw, tables=("generalization",), module="generalization",
+    caption=(
+        "Final generalization by normalizer: loss gap (test - train), test loss, and for "
+        "classification the accuracy gap (train - test) and test accuracy; bars are means with "
+        "95% CIs over seeds, dots are single seeds. Diverged runs have no bar."),
 ))
 
 register_section(Section(

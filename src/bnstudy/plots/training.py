@@ -34,11 +34,12 @@ def draw(frames, options):
 
 
 register(Family(
-    "training_curves", draw,
-    "Loss (left) and accuracy (right, classification only) on the whole train (solid) and test "
-    "(dashed) sets, evaluated in eval mode at the evaluation steps; bands are 95% CIs over "
-    "seeds. Look for which normalizers train faster and to a lower loss at the same learning "
-    "rate, and whether any diverge (their curves stop).",
+    "training_curves", draw, tables=("training",), module="training",
+    caption=(
+        "Loss (left) and accuracy (right, classification only) on the whole train (solid) and "
+        "test (dashed) sets, evaluated in eval mode at the evaluation steps; bands are 95% CIs "
+        "over seeds. Look for which normalizers train faster and to a lower loss at the same "
+        "learning rate, and whether any diverge (their curves stop)."),
 ))
 
 register_section(Section(
