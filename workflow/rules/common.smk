@@ -3,6 +3,7 @@
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from bnstudy import data as _data
@@ -93,7 +94,14 @@ wildcard_constraints:
     family=_alt(FIGURES),
 
 
-RUN_DIR = R + "/runs/{experiment}/{norm}/seed{seed}"
+def res(*parts):
+    """A path under the results directory."""
+    return os.path.join(R, *parts)
+
+
+def run_out(name):
+    """A per-run file, as a pattern over the experiment, norm and seed wildcards."""
+    return res("runs", "{experiment}", "{norm}", "seed{seed}", name)
 
 
 def run_files(name, experiment=None):

@@ -1,6 +1,6 @@
 rule prepare_data:
     output:
-        R + "/data/{dataset}.npz",
+        res("data/{dataset}.npz"),
     params:
         kind=dataset_kind,
         options=dataset_params,

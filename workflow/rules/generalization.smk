@@ -1,9 +1,9 @@
 rule generalization:
     input:
         data=run_dataset,
-        checkpoints=RUN_DIR + "/checkpoints.pt",
+        checkpoints=run_out("checkpoints.pt"),
     output:
-        generalization=RUN_DIR + "/generalization.parquet",
+        generalization=run_out("generalization.parquet"),
     params:
         options=measure_options("generalization"),
         device=config["device"],

@@ -3,7 +3,7 @@ rule plot:
         figure_tables,
     output:
         report(
-            R + "/figures/{experiment}/{family}.png",
+            res("figures/{experiment}/{family}.png"),
             caption="../report/figure.rst",
             category="{experiment}",
             subcategory="{family}",

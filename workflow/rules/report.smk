@@ -3,7 +3,7 @@ rule report:
         tables=all_tables(),
         figures=all_figures(),
     output:
-        report(R + "/report.html", caption="../report/report.rst", category="Report"),
+        report(res("report.html"), caption="../report/report.rst", category="Report"),
     params:
         config=json.dumps(config, sort_keys=True),
         code=report_code(),

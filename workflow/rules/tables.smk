@@ -2,7 +2,7 @@ rule aggregate:
     input:
         table_inputs,
     output:
-        R + "/tables/{table}.parquet",
+        res("tables/{table}.parquet"),
     params:
         code=code_version("tables"),
     log:

@@ -2,12 +2,12 @@ rule train:
     input:
         data=run_dataset,
     output:
-        checkpoints=RUN_DIR + "/checkpoints.pt",
-        history=RUN_DIR + "/history.parquet",
+        checkpoints=run_out("checkpoints.pt"),
+        history=run_out("history.parquet"),
     params:
         spec=run_spec,
         device=config["device"],
-        resume=RUN_DIR + "/resume.pt",
+        resume=run_out("resume.pt"),
         code=code_version("train"),
     threads: config["threads"]
     resources:
