@@ -25,17 +25,34 @@ BN_STATISTICS = ("running", "recomputed")
 
 
 @torch.no_grad()
-def recompute_bn_statistics(model: nn.Module, x: torch.Tensor, chunk: int = 1024) -> nn.Module:
-    """A copy of ``model`` whose BN running statistics are the population statistics of ``x``."""
+def recompute_bn_statistics(model: nn.Module, x: torch.Tensor, chunk: int = 4096) -> nn.Module:
+    """A copy of ``model`` whose BN running statistics are the population statistics of ``x``.
+
+    Layer by layer, input to output: each BN layer's mean and (unbiased, as BN stores it)
+    variance are exact sums over all of ``x`` (in chunks), with the earlier BN layers already
+    fixed to their population statistics in eval mode, so the statistics are consistent with
+    what eval-mode inference then computes. Costs one pass over ``x`` per BN layer.
+    """
     model = copy.deepcopy(model)
     bns = batchnorm_modules(model)
-    for bn in bns:
-        bn.reset_running_stats()
-        bn.momentum = None  # cumulative moving average: exact mean over the chunks
-    model.train()
-    for i in range(0, len(x), chunk):
-        model(x[i: i + chunk])
     model.eval()
+    for bn in bns:
+        sums = {}
+
+        def grab(mod, inp, sums=sums):
+            h = inp[0].transpose(0, 1).reshape(inp[0].shape[1], -1).double()
+            sums["n"] = sums.get("n", 0) + h.shape[1]
+            sums["s"] = sums.get("s", 0) + h.sum(1)
+            sums["q"] = sums.get("q", 0) + (h * h).sum(1)
+
+        handle = bn.register_forward_pre_hook(grab)
+        for i in range(0, len(x), chunk):
+            model(x[i: i + chunk])
+        handle.remove()
+        n, mean = sums["n"], sums["s"] / sums["n"]
+        var = (sums["q"] - n * mean * mean) / (n - 1)
+        bn.running_mean.copy_(mean.to(bn.running_mean.dtype))
+        bn.running_var.copy_(var.to(bn.running_var.dtype))
     return model
 
 

@@ -1,0 +1,96 @@
+import math
+
+import pytest
+import torch
+from conftest import make_spec
+
+from bnstudy import checkpoints, training
+
+
+def _flat(state):
+    return torch.cat([v.flatten().float() for k, v in sorted(state.items())])
+
+
+def test_history_and_checkpoint_schedule(star):
+    res = training.train(make_spec(), star, "cpu")
+    assert not res["diverged"]
+    assert checkpoints.steps(res) == [0, 1, 2, 10, 20]
+    steps = sorted({h["step"] for h in res["history"]})
+    assert steps == [0, 5, 10, 15, 20]
+    assert {h["split"] for h in res["history"]} == {"train", "test"}
+    assert all(len(c["batch"]) == 16 for c in res["checkpoints"])
+    assert all(0 <= a <= 1 for a in (h["accuracy"] for h in res["history"]))
+
+
+def test_same_seed_same_numbers_other_seed_other_numbers(star):
+    a = training.train(make_spec(seed=3), star, "cpu")
+    b = training.train(make_spec(seed=3), star, "cpu")
+    c = training.train(make_spec(seed=4), star, "cpu")
+    for ca, cb in zip(a["checkpoints"], b["checkpoints"]):
+        assert torch.equal(_flat(ca["model"]), _flat(cb["model"]))
+        assert torch.equal(ca["batch"], cb["batch"])
+    assert [h["loss"] for h in a["history"]] == [h["loss"] for h in b["history"]]
+    assert not torch.equal(_flat(a["checkpoints"][-1]["model"]), _flat(c["checkpoints"][-1]["model"]))
+
+
+@pytest.mark.parametrize("norm", ["none", "batchnorm", "layernorm", "weightnorm"])
+def test_checkpoint_replays_the_exact_update(star, norm):
+    """Checkpoint t's weights + optimizer state + batch give checkpoint t+1's weights."""
+    spec = make_spec(norm=norm, training={"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-3,
+                                          "batch_size": 8, "steps": 3, "eval_every": 1,
+                                          "checkpoints": [0, 1, 2]})
+    run = training.train(spec, star, "cpu")
+    for i in range(2):
+        r = checkpoints.restore(run, i, star)
+        x = torch.as_tensor(star.x_train)[r.batch]
+        y = torch.as_tensor(star.y_train)[r.batch]
+        r.optimizer.zero_grad()
+        training.loss_fn(star.task)(r.model(x), y).backward()
+        r.optimizer.step()
+        nxt = run["checkpoints"][i + 1]["model"]
+        for k, v in r.model.state_dict().items():
+            assert torch.allclose(v.float(), nxt[k].float(), atol=1e-6), k
+
+
+def test_full_batch_uses_every_sample(linear_ds):
+    spec = make_spec(norm="none", model={"arch": "dln", "depth": 3, "init": "xavier"},
+                     training={"lr": 0.01, "batch_size": "full", "steps": 4, "eval_every": 2})
+    run = training.train(spec, linear_ds, "cpu")
+    assert torch.equal(run["checkpoints"][0]["batch"], torch.arange(64))
+    assert all(math.isnan(h["accuracy"]) for h in run["history"])
+
+
+def test_divergence_is_recorded_not_raised(linear_ds):
+    spec = make_spec(norm="none", model={"arch": "dln", "depth": 6, "init": "xavier"},
+                     training={"lr": 50.0, "batch_size": "full", "steps": 200, "eval_every": 1,
+                               "checkpoints": [0, 1, 100]})
+    run = training.train(spec, linear_ds, "cpu")
+    assert run["diverged"]
+    last = run["history"][-1]
+    assert last["split"] == "batch" and not math.isfinite(last["loss"])
+    assert last["step"] < 200
+    assert all(c["step"] <= last["step"] for c in run["checkpoints"])
+    df = training.history_frame(run)
+    assert df["diverged"].all()
+
+
+def test_evaluate_restores_mode_and_buffers(star):
+    model = training.build(make_spec(), star)
+    model.train()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    training.evaluate(model, torch.as_tensor(star.x_test), torch.as_tensor(star.y_test), "classification")
+    assert model.training
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+def test_bad_training_options_are_named():
+    with pytest.raises(ValueError, match="unknown training option.*'learning_rate'"):
+        training.TrainConfig.from_dict({"learning_rate": 0.1})
+    with pytest.raises(ValueError, match="unknown device 'gpu'.*auto, cpu, cuda"):
+        training.resolve_device("gpu")
+
+
+def test_batch_sampler_is_epoch_wise_without_replacement():
+    s = training.BatchSampler(10, 3, seed=0)
+    first_epoch = torch.cat([s.next() for _ in range(3)])
+    assert len(set(first_epoch.tolist())) == 9
