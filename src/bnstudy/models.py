@@ -17,7 +17,7 @@ Architectures:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import torch
 from torch import nn
@@ -41,6 +41,9 @@ class ModelConfig:
     bias_init: str = "zero"
     bias_std: float = 1.0
     extra: dict = field(default_factory=dict)
+    # options per normalizer name, e.g. {"ghost_batchnorm": {"ghost_batch_size": 8}}: one model
+    # serves every normalizer of an experiment (normalizers.py documents each option)
+    norm_options: dict = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, d: dict) -> ModelConfig:
@@ -69,6 +72,18 @@ class ModelConfig:
         for c in self.channels:
             if c != "M" and not (isinstance(c, int) and c > 0):
                 raise ValueError(f"vgg channels entries must be positive ints or 'M', got {c!r}")
+        unknown = sorted(set(self.norm_options) - set(normalizers.names()))
+        if unknown:
+            raise ValueError(f"norm_options names unknown normalizer(s) {unknown}; valid choices: "
+                             f"{', '.join(normalizers.names())}")
+        for name, opts in self.norm_options.items():
+            if not isinstance(opts, dict):
+                raise ValueError(f"norm_options[{name!r}] must map option names to values, "
+                                 f"got {opts!r}")
+
+    def normalizer(self, norm: str) -> normalizers.Normalizer:
+        """Normalizer ``norm`` configured with its entry of ``norm_options`` (checked)."""
+        return normalizers.get(norm, self.norm_options.get(norm))
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -82,6 +97,8 @@ class Block(nn.Module):
     def __init__(self, linear: nn.Module, norm: nn.Module, act: nn.Module):
         super().__init__()
         self.linear, self.norm, self.act = linear, norm, act
+        if hasattr(norm, "bind"):  # a norm computed from the map's weights (population_norm)
+            norm.bind(linear)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.act(self.norm(self.linear(x)))
@@ -118,7 +135,8 @@ def build_model(cfg: ModelConfig | dict, norm: str, input_shape, out_dim: int) -
     """Build a model; ``input_shape`` excludes the batch dimension (e.g. (2,) or (1, 8, 8))."""
     if isinstance(cfg, dict):
         cfg = ModelConfig.from_dict(cfg)
-    nz = normalizers.get(norm)
+    nz = cfg.normalizer(norm)
+    cfg = replace(cfg, **nz.init_overrides())  # e.g. zero_bias / random_bias
     d_in = int(math.prod(input_shape))
     layers: list[nn.Module] = []
     if cfg.arch == "mlp":
@@ -181,4 +199,4 @@ def _initialize(net: Net, cfg: ModelConfig) -> None:
         if p is not None and "weight" in p:
             # Weight norm: start with g = ||v|| per output unit so w equals the initialized v.
             dims = tuple(range(1, w.dim()))
-            p.weight.original0.copy_(w.norm(dim=dims, keepdim=True))
+            p.weight.original0.copy_(torch.linalg.vector_norm(w, dim=dims, keepdim=True))

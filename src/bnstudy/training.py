@@ -10,6 +10,12 @@ Checkpoint semantics (what later measures rely on): the checkpoint at step ``t``
 A run whose mini-batch loss becomes NaN/inf stops at that step and is recorded as diverged: the
 history and checkpoints up to that point are kept, and ``diverged`` is set.
 
+Normalizer hooks: a normalizer with an ``on_init`` hook (bn_init's whole-training-set BN fold,
+weightnorm_gamma_decay's zeta) gets it once after the model is built, before the step-0
+checkpoint; one with ``before_update`` (population_norm's statistics) gets it at the start of
+every step, before that step's evaluation, checkpoint and update. Hooks keep all they compute in
+parameters and buffers, so checkpoints restore and replay without them.
+
 A run can be resumed: at every checkpoint the full trainer state (model, optimizer, sampler and
 RNG states, history so far) goes to ``resume_path``; a restarted job with the same spec continues
 from there and produces the same checkpoints and history as an uninterrupted run.
@@ -24,7 +30,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from . import models
+from . import models, normalizers
 from .data import Dataset
 from .io import atomic_path, stable_hash
 
@@ -112,6 +118,15 @@ def build(spec: dict, ds: Dataset, device: torch.device | str = "cpu") -> nn.Mod
     return net.to(device)
 
 
+def _norm_hooks(spec: dict, xtr, ytr, task: str, cfg: TrainConfig):
+    """The run's configured normalizer and the context its training hooks receive."""
+    mc = spec["model_config"]
+    nz = (models.ModelConfig.from_dict(mc) if isinstance(mc, dict) else mc).normalizer(spec["norm"])
+    ctx = normalizers.HookContext(x=xtr, y=ytr, task=task, seed=int(spec["seed"]),
+                                  batch_size=cfg.batch_size or len(xtr))
+    return nz, ctx
+
+
 @torch.no_grad()
 def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, task: str,
              chunk: int = 4096) -> tuple[float, float]:
@@ -163,9 +178,12 @@ def train(spec: dict, ds: Dataset, device: str = "auto", resume_path=None) -> di
     lf = loss_fn(ds.task)
     xtr, ytr = torch.as_tensor(ds.x_train, device=dev), torch.as_tensor(ds.y_train, device=dev)
     xte, yte = torch.as_tensor(ds.x_test, device=dev), torch.as_tensor(ds.y_test, device=dev)
+    nz, ctx = _norm_hooks(spec, xtr, ytr, ds.task, cfg)
+    if nz.on_init is not None:  # e.g. bn_init; a resumed run then loads its saved state over it
+        nz.on_init(model, ctx, nz.options)
     sampler = BatchSampler(len(xtr), cfg.batch_size, seed)
     ckpt_steps = set(cfg.checkpoint_steps())
-    key = stable_hash(spec)
+    key = _resume_key(spec, ds)
     state = {"step": 0, "checkpoints": [], "history": [], "elapsed": 0.0}
     if resume_path is not None:
         state = _try_resume(resume_path, key, model, opt, sampler) or state
@@ -175,6 +193,8 @@ def train(spec: dict, ds: Dataset, device: str = "auto", resume_path=None) -> di
     for step in range(state["step"], cfg.steps + 1):
         batch = (sampler.next() if pending is None else pending).to(dev)
         pending = None
+        if nz.before_update is not None:  # e.g. population_norm's statistics, before eval/ckpt
+            nz.before_update(model, ctx, step, nz.options)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             for split, (x, y) in (("train", (xtr, ytr)), ("test", (xte, yte))):
                 loss, acc = evaluate(model, x, y, ds.task)
@@ -191,7 +211,7 @@ def train(spec: dict, ds: Dataset, device: str = "auto", resume_path=None) -> di
         loss = lf(model(xtr[batch]), ytr[batch])
         if not torch.isfinite(loss):
             diverged = True
-            state["history"].append({"step": step, "split": "batch", "loss": float(loss),
+            state["history"].append({"step": step, "split": "batch", "loss": loss.item(),
                                      "accuracy": float("nan"), "lr": cfg.lr,
                                      "wall_time": time.perf_counter() - t0})
             break
@@ -199,6 +219,26 @@ def train(spec: dict, ds: Dataset, device: str = "auto", resume_path=None) -> di
         opt.step()
     return {"spec": spec, "checkpoints": state["checkpoints"], "history": state["history"],
             "diverged": diverged, "device": str(dev)}
+
+
+def _resume_key(spec: dict, ds: Dataset) -> str:
+    """What a saved trainer state must match to be resumed: the run spec, the data arrays (a
+    dataset whose options changed keeps its name in the spec) and this package's source (a code
+    change reruns the job, which must not continue a state the old code produced)."""
+    import hashlib
+
+    import numpy as np
+
+    h = hashlib.sha256(stable_hash(spec).encode())
+    for a in (ds.x_train, ds.y_train, ds.x_test, ds.y_test):
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype}{a.shape}".encode())
+        h.update(a.tobytes())
+    root = Path(__file__).resolve().parent
+    for f in sorted(root.rglob("*.py")):
+        h.update(f.relative_to(root).as_posix().encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _save_resume(path, key, step, model, opt, sampler, state, t0, batch) -> None:
