@@ -1,0 +1,309 @@
+"""Partition density: how many partition boundaries cross a small neighbourhood of a point.
+
+A ReLU/leaky-ReLU network is a continuous piecewise-affine spline; its input-space partition
+boundary is the union of the folded hyperplanes ``F_{l,k} = {x : h_{l,k}(x) = 0}``, one per hidden
+neuron, where ``h_{l,k}`` is the neuron's pre-activation (after the normalizer, before the
+activation; BN-Explained eqs. (10)-(11)). BN-Explained §3.3 (Figs. 3-4) measures how densely these
+boundaries concentrate around a point by counting the folded hyperplanes passing through an
+epsilon-ball centred on it. This module measures that concentration as follows:
+
+- Neighbourhood: the cross-polytope of radius ``r`` around ``x`` with the ``2k`` vertices
+  ``x +- r v_j`` along a fixed orthonormal frame ``v_1..v_k``, ``k = min(n_vertices / 2, D)``
+  (``D`` the input dimension; ``n_vertices`` defaults to 40). The frame is the Q factor (signs fixed
+  by diag(R) > 0) of a ``D x k`` standard Gaussian drawn from ``seed``; it depends only on ``D``
+  and ``seed``, so every point, checkpoint, normalizer and seed of a dataset shares it. When
+  ``k < D`` the polytope is a ``k``-dimensional slice through ``x``. The paper's epsilon-ball
+  contains the polytope (its vertices lie on the sphere), so the counts are lower bounds of it.
+- Count: one batched forward pass over all vertices of all points with a hook on every
+  pre-activation (``block.norm``'s output); a neuron counts at ``x`` when its pre-activation takes
+  both strictly positive and strictly negative values over the vertices (a vertex exactly on the
+  boundary does not make a crossing). For a first-layer neuron the pre-activation is affine, so the
+  test is exact: its hyperplane meets the polytope's interior iff ``|h(x)| < r max_j |h(x + v_j) -
+  h(x)|``. For deeper neurons the pre-activation is only piecewise affine over the polytope, so the
+  vertex test counts a neuron when its zero set separates vertices; a folded hyperplane that enters
+  and leaves the polytope between the same vertices is missed (along a line: an even number of
+  crossings). The count is per neuron (folded hyperplane ``F_{l,k}``), not per facet
+  ``F_{l,k,omega}`` as in the paper's Fig. 3 wording. Only blocks whose activation has a kink at 0
+  (ReLU, leaky-ReLU with slope != 1) are counted; max-pooling kinks and the linear head are not.
+  A network without such blocks (the deep linear network) has no partition: its rows say
+  ``applicable = False`` with NaN values.
+- Reported per layer (1-based block index) and in total (``layer = "all"``) as the mean count per
+  point (``boundaries``), its standard deviation over points (``boundaries_std``, ddof=1) and
+  ``fraction`` = mean count / the layer's number of neurons (units, or channels x positions for
+  conv layers). A point whose pre-activations are not finite (a diverging run) counts as NaN.
+- Point sets (``n_points`` each, default 100 as in the paper's Fig. 4; drawn from
+  ``numpy.random.default_rng([seed, set index])``, identical for every checkpoint and run):
+  ``train`` and ``test`` are random subsets without replacement (all points if fewer);
+  ``random`` points are Gaussian with the training data's per-feature mean and standard deviation
+  (ddof=0), the paper's "random images scaled to the same mean and variance". Radii are absolute
+  distances in input units, one list for all point sets.
+- BN statistics (``bn_statistics``, recorded per row; ``"n/a"`` for networks without BatchNorm):
+  ``train_set`` (default; the paper's "BN statistics are obtained from the full training set"):
+  the mean and biased variance of every BN layer's input over the whole training set at the
+  checkpoint's weights, each layer computed with all earlier BN layers already normalizing with
+  their own full-set statistics (a full-batch train-mode pass), then frozen as a fixed affine map;
+  ``batch``: the same over the step's recorded mini-batch; ``running``: the stored running
+  buffers (eval mode). Freezing makes the network one fixed function of its input, so the counts do
+  not depend on which points share a forward pass. LayerNorm/GroupNorm normalize each vertex by its
+  own statistics, so their pre-activations are not piecewise affine in ``x``; the vertex test is
+  applied unchanged.
+- At every checkpoint of the run (step 0 is the initialization). For 2-D inputs also a map over a
+  ``map_resolution`` x ``map_resolution`` grid covering the train and test data (see
+  :mod:`bnstudy.partition_maps`).
+
+The measure never changes the model it is given: it works on a deep copy.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+import torch
+from torch import nn
+
+from . import models, partition_maps
+from .normalizers import batchnorm_modules
+from .partition_bn import BN_STATISTICS, frozen_copy
+from .training import build
+
+log = logging.getLogger("bnstudy")
+
+POINT_SETS = ("train", "test", "random")
+NO_BN = "n/a"
+
+
+@dataclass(frozen=True)
+class Options:
+    radii: tuple = (0.01, 0.03, 0.1)
+    n_vertices: int = 40
+    n_points: int = 100
+    point_sets: tuple = POINT_SETS
+    bn_statistics: str = "train_set"
+    seed: int = 0
+    chunk_rows: int = 65536
+    maps: bool = True
+    map_resolution: int = 60
+    map_radius: float = 0.03
+    map_margin: float = 0.1
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> Options:
+        d = dict(d or {})
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(d) - set(known))
+        if unknown:
+            raise ValueError(f"unknown partition_density option(s) {unknown}; valid: {known}")
+        for key in ("radii", "point_sets"):
+            if key in d:
+                if isinstance(d[key], (str, bytes)) or not hasattr(d[key], "__iter__"):
+                    raise ValueError(f"partition_density {key} must be a list, got {d[key]!r}")
+                d[key] = tuple(d[key])
+        opts = cls(**d)
+        opts.validate()
+        return opts
+
+    def validate(self) -> None:
+        def bad(key, why):
+            raise ValueError(f"partition_density {key}={getattr(self, key)!r}: {why}")
+
+        if not self.radii or not all(_positive(r) for r in self.radii):
+            bad("radii", "need a non-empty list of positive finite numbers")
+        if not isinstance(self.n_vertices, int) or self.n_vertices < 2 or self.n_vertices % 2:
+            bad("n_vertices", "need an even integer >= 2 (two vertices per direction)")
+        for key in ("n_points", "chunk_rows", "seed"):
+            if not isinstance(getattr(self, key), int) or getattr(self, key) < (key != "seed"):
+                bad(key, "need a " + ("non-negative" if key == "seed" else "positive") + " int")
+        wrong = [s for s in self.point_sets if s not in POINT_SETS]
+        if not self.point_sets or wrong or len(set(self.point_sets)) != len(self.point_sets):
+            bad("point_sets", f"need distinct names among valid choices {list(POINT_SETS)}")
+        if self.bn_statistics not in BN_STATISTICS:
+            bad("bn_statistics", f"valid choices: {list(BN_STATISTICS)}")
+        if not isinstance(self.maps, bool):
+            bad("maps", "need true or false")
+        if not isinstance(self.map_resolution, int) or self.map_resolution < 2:
+            bad("map_resolution", "need an int >= 2")
+        if not _positive(self.map_radius):
+            bad("map_radius", "need a positive finite number")
+        if not (isinstance(self.map_margin, (int, float)) and 0 <= self.map_margin < math.inf):
+            bad("map_margin", "need a finite number >= 0")
+
+
+def _positive(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
+
+
+def frame(dim: int, n_vertices: int, seed: int) -> torch.Tensor:
+    """The ``(k, dim)`` orthonormal frame, ``k = min(n_vertices // 2, dim)``, from ``seed``."""
+    k = min(n_vertices // 2, dim)
+    g = torch.randn(dim, k, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    q, r = torch.linalg.qr(g)
+    q = q * torch.sign(torch.diagonal(r))
+    return q.T.contiguous().float()
+
+
+def kinked_blocks(model: nn.Module) -> list[tuple[int, models.Block]]:
+    """(1-based layer index, block) of every block whose activation folds the input at 0."""
+    out = []
+    for i, b in enumerate(models.blocks(model), start=1):
+        act = b.act
+        if isinstance(act, nn.ReLU) or (isinstance(act, nn.LeakyReLU)
+                                        and act.negative_slope != 1.0):
+            out.append((i, b))
+        elif not (isinstance(act, nn.Identity)
+                  or (isinstance(act, nn.LeakyReLU) and act.negative_slope == 1.0)):
+            raise ValueError(f"partition density needs piecewise-linear activations with a kink "
+                             f"at 0 (ReLU, LeakyReLU) or identity; layer {i} has {act!r}")
+    return out
+
+
+@dataclass
+class Counts:
+    counts: torch.Tensor  # (points, layers) float, NaN where pre-activations are not finite
+    layers: list[int]  # 1-based block index of each column
+    neurons: list[int]  # neurons per layer
+    forwards: int  # forward passes made
+    rows: int  # vertices evaluated
+
+
+@torch.no_grad()
+def crossing_counts(net: nn.Module, centers: torch.Tensor, radii: torch.Tensor,
+                    directions: torch.Tensor, chunk_rows: int = 65536) -> Counts:
+    """Per center and kinked layer of ``net``, the neurons whose pre-activation changes sign over
+    the vertices ``centers[i] +- radii[i] * directions[j]``. ``net`` is used as given (freeze it
+    first); hooks are removed afterwards."""
+    layers = kinked_blocks(net)
+    if not layers:
+        raise ValueError("the network has no layer with a kinked activation: no partition")
+    signs = torch.cat([directions, -directions]).to(centers.device)
+    nv = len(signs)
+    per = max(1, chunk_rows // nv)
+    state: dict = {"counts": [None] * len(layers), "neurons": [0] * len(layers)}
+
+    def hook(j):
+        def f(module, inp, h):
+            h = h.reshape(state["n"], nv, -1)
+            hi, lo = h.amax(1), h.amin(1)
+            count = ((hi > 0) & (lo < 0)).sum(1).float()
+            # NaN/inf anywhere in a point's vertices makes this sum non-finite (float64: finite
+            # float32 values cannot overflow it); cheaper than isfinite over (points, neurons)
+            spread = (hi.double() - lo.double()).sum(1)
+            count[~torch.isfinite(spread)] = float("nan")
+            state["counts"][j], state["neurons"][j] = count, h.shape[2]
+        return f
+
+    handles = [b.norm.register_forward_hook(hook(j)) for j, (_, b) in enumerate(layers)]
+    out = torch.empty(len(centers), len(layers))
+    forwards = 0
+    try:
+        for i in range(0, len(centers), per):
+            c, r = centers[i: i + per], radii[i: i + per]
+            state["n"] = len(c)
+            net((c[:, None, :] + r[:, None, None] * signs[None]).reshape(-1, c.shape[1]))
+            forwards += 1
+            out[i: i + len(c)] = torch.stack(state["counts"], 1).cpu()
+    finally:
+        for h in handles:
+            h.remove()
+    return Counts(out, [i for i, _ in layers], state["neurons"], forwards, len(centers) * nv)
+
+
+def point_sets(ds, opts: Options) -> dict[str, np.ndarray]:
+    """The measured points (flat float32 arrays), the same for every checkpoint of a dataset."""
+    xtr = ds.x_train.reshape(len(ds.x_train), -1).astype(np.float32)
+    xte = ds.x_test.reshape(len(ds.x_test), -1).astype(np.float32)
+    out = {}
+    for i, name in enumerate(POINT_SETS):
+        if name not in opts.point_sets:
+            continue
+        rng = np.random.default_rng([opts.seed, i])
+        if name == "random":
+            z = rng.standard_normal((opts.n_points, xtr.shape[1]))
+            out[name] = (xtr.mean(0) + xtr.std(0) * z).astype(np.float32)
+        else:
+            x = xtr if name == "train" else xte
+            out[name] = x[np.sort(rng.choice(len(x), min(opts.n_points, len(x)), replace=False))]
+    return out
+
+
+def measure(model: nn.Module, ds, options: dict | Options | None = None,
+            batch: torch.Tensor | None = None) -> dict[str, list[dict]]:
+    """Partition density of ``model`` (one checkpoint) on ``ds``; ``batch``: the step's batch
+    indices (needed for ``bn_statistics='batch'``). Rows of both tables, without the step."""
+    opts = options if isinstance(options, Options) else Options.from_dict(options)
+    t0 = time.perf_counter()
+    dev = next(model.parameters()).device
+    has_bn = bool(batchnorm_modules(model))
+    stats = opts.bn_statistics if has_bn else NO_BN
+    sets = point_sets(ds, opts)
+    if not kinked_blocks(model):
+        nan = float("nan")
+        return {"partition_density": [
+            {"layer": "all", "layer_index": 0, "point_set": s, "radius": float(r),
+             "boundaries": nan, "boundaries_std": nan, "fraction": nan, "neurons": 0,
+             "n_points": len(sets[s]), "n_directions": 0, "bn_statistics": stats,
+             "applicable": False} for s in opts.point_sets for r in opts.radii],
+            "partition_density_maps": []}
+    xtr = torch.as_tensor(ds.x_train, device=dev).reshape(len(ds.x_train), -1)
+    net = frozen_copy(model, opts.bn_statistics, xtr, batch, opts.chunk_rows)
+    directions = frame(xtr.shape[1], opts.n_vertices, opts.seed).to(dev)
+    centers, radii, index = [], [], []
+    for s in opts.point_sets:
+        for r in opts.radii:
+            centers.append(sets[s])
+            radii.append(np.full(len(sets[s]), r, dtype=np.float32))
+            index.append((s, float(r), len(sets[s])))
+    grid = None
+    if opts.maps and xtr.shape[1] == 2:
+        grid = partition_maps.grid(ds, opts.map_resolution, opts.map_margin)
+        centers.append(grid)
+        radii.append(np.full(len(grid), opts.map_radius, dtype=np.float32))
+    c = crossing_counts(net, torch.as_tensor(np.concatenate(centers), device=dev),
+                        torch.as_tensor(np.concatenate(radii), device=dev), directions,
+                        opts.chunk_rows)
+    rows, start = [], 0
+    total = sum(c.neurons)
+    for s, r, n in index:
+        block = c.counts[start: start + n].double()
+        start += n
+        cols = [(str(li), li, block[:, j], c.neurons[j]) for j, li in enumerate(c.layers)]
+        cols.append(("all", 0, block.sum(1), total))
+        for name, li, v, neurons in cols:
+            mean = float(v.mean())
+            rows.append({"layer": name, "layer_index": li, "point_set": s, "radius": r,
+                         "boundaries": mean,
+                         "boundaries_std": float(v.std()) if n > 1 else float("nan"),
+                         "fraction": mean / neurons, "neurons": neurons, "n_points": n,
+                         "n_directions": len(directions), "bn_statistics": stats,
+                         "applicable": True})
+    maps = [] if grid is None else partition_maps.map_rows(
+        grid, c.counts[start:].numpy(), c.layers, opts.map_radius, stats)
+    log.info("partition_density: %d forward pass(es) over %d vertex rows (floor: 1 pass), "
+             "%d layers, %.2fs", c.forwards, c.rows, len(c.layers), time.perf_counter() - t0)
+    return {"partition_density": rows, "partition_density_maps": maps}
+
+
+def run(run: dict, ds, options: dict, device: torch.device) -> dict[str, list[dict]]:
+    """Partition density at every checkpoint of ``run``; map rows (and the 2-D training points
+    they are drawn over) for 2-D inputs."""
+    opts = Options.from_dict(options)
+    density, maps = [], []
+    t0 = time.perf_counter()
+    for ck in run["checkpoints"]:
+        # The model and batch of the checkpoint, as checkpoints.restore gives them, without the
+        # optimizer (building torch.optim.SGD imports torch._dynamo: seconds per job).
+        model = build(run["spec"], ds, device)
+        model.load_state_dict(ck["model"])
+        out = measure(model.train(), ds, opts, batch=ck["batch"].to(device))
+        extra = {"step": int(ck["step"]), "diverged": bool(run["diverged"])}
+        density += [{**extra, **row} for row in out["partition_density"]]
+        maps += [{**extra, **row} for row in out["partition_density_maps"]]
+    if maps:
+        maps += [{**row, "diverged": bool(run["diverged"])}
+                 for row in partition_maps.data_rows(ds, run["checkpoints"][0]["step"])]
+    log.info("partition_density: %d checkpoints in %.2fs with options %s",
+             len(run["checkpoints"]), time.perf_counter() - t0, asdict(opts))
+    return {"partition_density": density, "partition_density_maps": maps}

@@ -1,0 +1,255 @@
+"""Partition density figures: over training, train vs test vs random, per layer, 2-D maps."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.ticker import MaxNLocator
+
+from . import Family, Section, norm_order, register, register_section, title
+
+SETS = ["train", "test", "random"]
+STAGES = ["init", "final"]
+
+
+def _applicable(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["applicable"].astype(bool)] if "applicable" in df else df
+
+
+def _not_applicable(df: pd.DataFrame, what: str) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(6, 1.6))
+    ax.axis("off")
+    ax.text(0.5, 0.5, "not applicable: the network has no kinked activation (linear), so its\n"
+            "input space has no partition and there are no boundaries to count",
+            ha="center", va="center")
+    fig.suptitle(title(df, what))
+    return fig
+
+
+def _mid_radius(df: pd.DataFrame) -> float:
+    radii = np.sort(df["radius"].unique())
+    return float(radii[(len(radii) - 1) // 2])
+
+
+def _stages(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows at step 0 ('init') and at each run's last step ('final')."""
+    last = df.groupby(["norm", "seed"])["step"].transform("max")
+    init = df[df["step"] == 0].assign(stage="init")
+    final = df[(df["step"] == last) & (last > 0)].assign(stage="final")
+    return pd.concat([init, final], ignore_index=True)
+
+
+def draw_steps(frames, options):
+    df = frames[0]
+    ok = _applicable(df)
+    if ok.empty:
+        return _not_applicable(df, "partition density over training")
+    ok = ok[ok["layer"] == "all"]
+    radii = sorted(ok["radius"].unique())
+    sets = [s for s in SETS if s in set(ok["point_set"])]
+    fig, axes = plt.subplots(len(radii), len(sets), figsize=(4.2 * len(sets), 3.0 * len(radii)),
+                             squeeze=False, sharex=True, sharey="row")
+    order = norm_order(ok)
+    for i, r in enumerate(radii):
+        for j, s in enumerate(sets):
+            ax = axes[i, j]
+            sub = ok[(ok["radius"] == r) & (ok["point_set"] == s)]
+            sns.lineplot(sub, x="step", y="boundaries", hue="norm", hue_order=order, marker="o",
+                         errorbar=("ci", 95), ax=ax, legend=(i == 0 and j == len(sets) - 1))
+            ax.set_xscale("symlog", linthresh=1)
+            ax.set_title(f"{s} points, r = {r:g}")
+            ax.set_ylabel("boundaries per point" if j == 0 else "")
+            if ax.get_legend() is not None:
+                sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1))
+    fig.suptitle(title(ok, "partition density over training (all layers)"))
+    fig.tight_layout()
+    return fig
+
+
+def draw_sets(frames, options):
+    df = frames[0]
+    ok = _applicable(df)
+    if ok.empty:
+        return _not_applicable(df, "partition density by point set")
+    ok = _stages(ok[ok["layer"] == "all"])
+    radii = sorted(ok["radius"].unique())
+    fig, axes = plt.subplots(len(radii), 2, figsize=(10, 3.0 * len(radii)), squeeze=False)
+    order = norm_order(ok)
+    for i, r in enumerate(radii):
+        for j, stage in enumerate(STAGES):
+            ax = axes[i, j]
+            sub = ok[(ok["radius"] == r) & (ok["stage"] == stage)]
+            if sub.empty:
+                ax.axis("off")
+                continue
+            sns.barplot(sub, x="point_set", y="boundaries", hue="norm", hue_order=order,
+                        order=[s for s in SETS if s in set(sub["point_set"])],
+                        errorbar=("ci", 95), ax=ax, legend=(i == 0 and j == 1))
+            step = int(sub["step"].max())
+            ax.set_title(f"{stage} (step {step}), r = {r:g}")
+            ax.set_xlabel("")
+            ax.set_ylabel("boundaries per point" if j == 0 else "")
+            if ax.get_legend() is not None:
+                sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1))
+    fig.suptitle(title(df, "partition density: train vs test vs random points (all layers)"))
+    fig.tight_layout()
+    return fig
+
+
+def draw_layers(frames, options):
+    df = frames[0]
+    ok = _applicable(df)
+    if ok.empty:
+        return _not_applicable(df, "partition density per layer")
+    r = _mid_radius(ok)
+    ok = _stages(ok[(ok["layer"] != "all") & (ok["radius"] == r)])
+    sets = [s for s in SETS if s in set(ok["point_set"])]
+    fig, axes = plt.subplots(1, len(sets), figsize=(4.4 * len(sets), 3.6), squeeze=False,
+                             sharey=True)
+    for ax, s in zip(axes[0], sets, strict=True):
+        sns.lineplot(ok[ok["point_set"] == s], x="layer_index", y="fraction", hue="norm",
+                     hue_order=norm_order(ok), style="stage", style_order=STAGES, marker="o",
+                     errorbar=("ci", 95), ax=ax, legend=(s == sets[-1]))
+        ax.set_title(f"{s} points, r = {r:g}")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("layer")
+        ax.set_ylabel("fraction of the layer's neurons")
+        if ax.get_legend() is not None:
+            sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1))
+    fig.suptitle(title(df, "partition density per layer (init vs final)"))
+    fig.tight_layout()
+    return fig
+
+
+def draw_maps(frames, options):
+    df = frames[0]
+    seed = int(df["seed"].min())
+    df = df[df["seed"] == seed]
+    data = df[df["group"] == "data"]
+    grid = _stages(df[df["group"] != "data"])
+    order = norm_order(grid)
+    groups = [g for g in ("first", "middle", "last", "all") if g in set(grid["group"])]
+    panels = [(n, s) for n in order for s in STAGES if not grid[(grid["norm"] == n)
+                                                                & (grid["stage"] == s)].empty]
+    fig, axes = plt.subplots(len(panels), len(groups), figsize=(2.9 * len(groups),
+                             2.7 * len(panels)), squeeze=False)
+    for i, (norm, stage) in enumerate(panels):
+        for j, g in enumerate(groups):
+            ax = axes[i, j]
+            sub = grid[(grid["norm"] == norm) & (grid["stage"] == stage) & (grid["group"] == g)]
+            img = sub.pivot_table(index="x1", columns="x0", values="boundaries")
+            vmax = float(np.nanmax(img.values)) if img.size else 0.0
+            ax.imshow(img.values, origin="lower", cmap="Greys", vmin=0, vmax=max(vmax, 1e-12),
+                      extent=(img.columns.min(), img.columns.max(), img.index.min(),
+                              img.index.max()), aspect="auto", interpolation="nearest")
+            pts = data[data["norm"] == norm]
+            ax.scatter(pts["x0"], pts["x1"], c=pts["label"], cmap="coolwarm", s=3, alpha=0.6,
+                       linewidths=0)
+            layer = int(sub["layer_index"].iloc[0]) if len(sub) else 0
+            which = "all layers" if g == "all" else f"{g} (layer {layer})"
+            ax.set_title(f"{which}\nmax {vmax:.0f}", fontsize=8)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if j == 0:
+                step = int(sub["step"].iloc[0]) if len(sub) else 0
+                ax.set_ylabel(f"{norm}\n{stage} (step {step})", fontsize=8)
+    radius = float(grid["radius"].iloc[0]) if len(grid) else float("nan")
+    fig.suptitle(title(df, f"partition density maps, seed {seed}, r = {radius:g}"))
+    fig.tight_layout()
+    return fig
+
+
+register(Family(
+    "partition_density_steps", draw_steps, tables=("partition_density",),
+    module="partition_density", caption=(
+        "Partition density over training: the mean number of neurons (all hidden layers) whose "
+        "pre-activation changes sign over the cross-polytope of radius r around a point, for "
+        "training, test and random Gaussian points (columns) and each radius (rows); bands are "
+        "95% CIs over seeds, the x axis is symmetric-log in steps (step 0 = initialization). "
+        "Look for whether BatchNorm concentrates more boundaries around the data than the "
+        "other normalizers, and how training moves them."),
+))
+register(Family(
+    "partition_density_sets", draw_sets, tables=("partition_density",),
+    module="partition_density", caption=(
+        "Partition density around training, test and random points at initialization (left) "
+        "and at the last checkpoint (right), all hidden layers, one row per radius; bars are "
+        "means with 95% CIs over seeds. BN-Explained's claim (Fig. 4): with BN the boundaries "
+        "concentrate around the data (train > random)."),
+))
+register(Family(
+    "partition_density_layers", draw_layers, tables=("partition_density",),
+    module="partition_density", caption=(
+        "Fraction of each hidden layer's neurons whose folded hyperplane crosses the "
+        "cross-polytope (middle configured radius), at initialization (solid) and at the last "
+        "checkpoint (dashed); bands are 95% CIs over seeds."),
+))
+register(Family(
+    "partition_density_maps", draw_maps, tables=("partition_density_maps",),
+    module="partition_density", datasets=("star2d",), caption=(
+        "The picture of BN-Explained Fig. 3: partition density over a grid covering the 2-D "
+        "data (darker = more boundaries crossing the cross-polytope around that location), "
+        "for the first, middle and last hidden layer and all layers (columns), per normalizer "
+        "at initialization and at the last checkpoint (rows), first seed; each panel is "
+        "normalized by its own maximum (printed). Dots are the training points by class."),
+))
+
+
+def findings(frames: dict[str, pd.DataFrame]) -> str:
+    df = frames.get("partition_density")
+    if df is None or df.empty:
+        return "No partition-density rows."
+    parts = []
+    for exp, e in df.groupby("experiment", sort=True):
+        name = f"{exp} ({e['dataset'].iloc[0]} / {e['model'].iloc[0]})"
+        ok = _applicable(e)
+        if ok.empty:
+            parts.append(f"{name}: not applicable (linear network, no partition).")
+            continue
+        r = _mid_radius(ok)
+        st = _stages(ok[(ok["layer"] == "all") & (ok["radius"] == r)])
+        neurons = int(st["neurons"].iloc[0])
+        seeds = st.groupby("norm")["seed"].nunique()
+        stats = ", ".join(sorted(set(st["bn_statistics"]) - {"n/a"})) or "none used"
+        items = []
+        for norm in norm_order(st):
+            m = st[st["norm"] == norm].groupby(["point_set", "stage"])["boundaries"].mean()
+            sets = [s for s in SETS if (s, "init") in m.index]
+            txt = ", ".join(
+                f"{s} {m[(s, 'init')]:.1f}" + (f"→{m[(s, 'final')]:.1f}"
+                                               if (s, "final") in m.index else "")
+                for s in sets)
+            ratio = ""
+            if ("train", "init") in m.index and ("random", "init") in m.index:
+                ratio = m[("train", "init")] / m[("random", "init")]
+                ratio = f" (train/random at init {ratio:.2f})"
+            items.append(f"{norm} ({seeds[norm]} seeds): {txt}{ratio}")
+        parts.append(f"{name}, r = {r:g}, all layers, BN statistics {stats}: boundaries per "
+                     f"point out of {neurons} neurons (init→final, mean over seeds): "
+                     + "; ".join(items) + ".")
+    return " ".join(parts)
+
+
+register_section(Section(
+    "partition_density", "Partition density (BN-Explained §3.3)", (
+        "How densely the input-space partition of a ReLU network concentrates around a point: "
+        "the number of hidden neurons whose pre-activation (after the normalizer, before the "
+        "activation) changes sign over the vertices x ± r·v_k of a cross-polytope of radius r "
+        "along a fixed seeded orthonormal frame of min(n_vertices/2, input dim) directions, the "
+        "same frame for all points, checkpoints and runs; one batched forward pass over all "
+        "vertices. The test is exact for first-layer (affine) neurons; a deeper folded "
+        "hyperplane that enters and leaves the polytope between the same vertices is missed. "
+        "Points: training and test subsets and Gaussian points with the training data's "
+        "per-feature mean and standard deviation, the same for every run. BatchNorm layers are "
+        "frozen as fixed affine maps with the statistics named in the bn_statistics column "
+        "(default train_set: mean and biased variance over the whole training set at the "
+        "checkpoint's weights, as in BN-Explained), so a point's count does not depend on the "
+        "other points. Measured at every checkpoint (step 0 = initialization). Linear networks "
+        "(the DLN) have no partition and are reported as not applicable."),
+    table="partition_density",
+    families=("partition_density_steps", "partition_density_sets", "partition_density_layers",
+              "partition_density_maps"),
+    findings=findings,
+))
