@@ -6,7 +6,11 @@ from snakemake.utils import min_version, validate
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The default study, unless --configfile names another: a study file replaces it whole
+# (Snakemake would otherwise merge the two, mixing their experiments).
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
 
 
 validate(config, "workflow/schemas/config.schema.yaml")
@@ -16,8 +20,15 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/generalization.smk"
+include: "workflow/rules/partition_density.smk"
+include: "workflow/rules/ics.smk"
+include: "workflow/rules/smoothness.smk"
+include: "workflow/rules/bn_jitter.smk"
+include: "workflow/rules/teacher_student.smk"
+include: "workflow/rules/analyses.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/plots.smk"
+include: "workflow/rules/claims.smk"
 include: "workflow/rules/report.smk"
 
 

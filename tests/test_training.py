@@ -26,11 +26,12 @@ def test_same_seed_same_numbers_other_seed_other_numbers(star):
     a = training.train(make_spec(seed=3), star, "cpu")
     b = training.train(make_spec(seed=3), star, "cpu")
     c = training.train(make_spec(seed=4), star, "cpu")
-    for ca, cb in zip(a["checkpoints"], b["checkpoints"]):
+    for ca, cb in zip(a["checkpoints"], b["checkpoints"], strict=True):
         assert torch.equal(_flat(ca["model"]), _flat(cb["model"]))
         assert torch.equal(ca["batch"], cb["batch"])
     assert [h["loss"] for h in a["history"]] == [h["loss"] for h in b["history"]]
-    assert not torch.equal(_flat(a["checkpoints"][-1]["model"]), _flat(c["checkpoints"][-1]["model"]))
+    last_a, last_c = a["checkpoints"][-1]["model"], c["checkpoints"][-1]["model"]
+    assert not torch.equal(_flat(last_a), _flat(last_c))
 
 
 @pytest.mark.parametrize("norm", ["none", "batchnorm", "layernorm", "weightnorm"])
@@ -78,7 +79,8 @@ def test_evaluate_restores_mode_and_buffers(star):
     model = training.build(make_spec(), star)
     model.train()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    training.evaluate(model, torch.as_tensor(star.x_test), torch.as_tensor(star.y_test), "classification")
+    x, y = torch.as_tensor(star.x_test), torch.as_tensor(star.y_test)
+    training.evaluate(model, x, y, "classification")
     assert model.training
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
 

@@ -43,7 +43,8 @@ def test_tables_follow_the_contract(study):
     assert ge.loc[ge["dataset"] == "gaussian_linear", "test_accuracy"].isna().all()
     np.testing.assert_allclose(ge["loss_gap"], ge["test_loss"] - ge["train_loss"], rtol=1e-9)
     # the generalization table's final numbers are those of the history's last evaluation
-    last = tr[(tr["step"] == 20) & (tr["split"] == "test")].set_index(["experiment", "norm", "seed"])
+    last = tr[(tr["step"] == 20) & (tr["split"] == "test")]
+    last = last.set_index(["experiment", "norm", "seed"])
     g = ge.set_index(["experiment", "norm", "seed"])
     np.testing.assert_allclose(g["test_loss"], last.loc[g.index, "loss"], rtol=1e-5)
 
@@ -57,7 +58,9 @@ def test_every_table_carries_provenance(study):
 
 def test_report_is_self_contained(study):
     html = (study / "results/report.html").read_text()
-    assert html.count("data:image/png;base64,") == 4  # 2 families x 2 experiments
+    figures = list((study / "results/figures").rglob("*.png"))
+    assert len(figures) >= 5  # training + generalization per experiment, a study figure
+    assert html.count("data:image/png;base64,") == len(figures)
     assert "src=\"http" not in html and "<link" not in html
     for text in ("Training", "Generalization", "Study configuration", "Provenance", "±"):
         assert text in html

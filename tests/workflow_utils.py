@@ -47,6 +47,8 @@ def tiny_config(**overrides) -> dict:
         "dln": {"dataset": "gaussian_linear", "model": "dln", "training": "gd",
                 "norms": ["batchnorm"], "seeds": [0]},
     }
+    cfg["analyses"] = {"dannemann": {"n_inits": 2, "steps": 300, "steps_plain": 300,
+                                     "n_angles": 360}}
     cfg.update(overrides)
     return cfg
 

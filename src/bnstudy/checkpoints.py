@@ -19,16 +19,30 @@ from torch import nn
 
 from .data import Dataset
 from .io import atomic_path
-from .training import build, make_optimizer, TrainConfig
+from .training import TrainConfig, build, make_optimizer
 
 
 @dataclass
 class Restored:
     step: int
     model: nn.Module
-    optimizer: torch.optim.Optimizer
     batch: torch.Tensor  # training-set indices of the mini-batch used by update ``step``
     spec: dict
+    optimizer_state: dict
+    _optimizer: torch.optim.Optimizer | None = None
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """The SGD optimizer over ``model`` with the checkpoint's state (momentum buffers).
+
+        Built on first use: the first ``torch.optim`` call in a process imports torch._dynamo,
+        seconds of start-up that measures without an optimizer need not pay.
+        """
+        if self._optimizer is None:
+            cfg = TrainConfig.from_dict(self.spec["training"])
+            self._optimizer = make_optimizer(self.model, cfg)
+            self._optimizer.load_state_dict(self.optimizer_state)
+        return self._optimizer
 
 
 def save(result: dict, path: str | Path) -> None:
@@ -51,7 +65,5 @@ def restore(run: dict, index: int, ds: Dataset, device="cpu") -> Restored:
     spec = run["spec"]
     model = build(spec, ds, device)
     model.load_state_dict(ck["model"])
-    opt = make_optimizer(model, TrainConfig.from_dict(spec["training"]))
-    opt.load_state_dict(ck["optimizer"])
     model.train()
-    return Restored(int(ck["step"]), model, opt, ck["batch"].to(device), spec)
+    return Restored(int(ck["step"]), model, ck["batch"].to(device), spec, ck["optimizer"])

@@ -42,7 +42,7 @@ class Claim:
     quantity: str
     metric: Callable[[pd.DataFrame], pd.Series]  # table -> one value per (experiment, norm, seed)
     norms: tuple[str, ...]
-    baseline: str = "none"
+    baseline: str | None = "none"  # None: the values themselves are the effect (one-sample)
     rule: str = "less"
     margin: float = 0.0
 
@@ -90,6 +90,14 @@ def _smooth(col: str) -> Callable[[pd.DataFrame], pd.Series]:
     return metric
 
 
+def _rel_error(df: pd.DataFrame) -> pd.Series:
+    """Measured generalization error / closed form - 1 at the final checkpoint of each run."""
+    d = df[np.isfinite(df["rel_error"])] if "rel_error" in df else df.iloc[0:0]
+    if "step" in d:
+        d = d[d["step"] == d.groupby(["experiment", "norm", "seed"])["step"].transform("max")]
+    return _per_run(d, "rel_error")
+
+
 LP = ("l1norm", "l2norm", "linfnorm")
 CLAIMS = (
     Claim("pd_data", "Balestriero & Baraniuk", "BN concentrates the spline partition near the "
@@ -116,6 +124,13 @@ CLAIMS = (
     Claim("noisy_bn", "Santurkar et al.", "noisy BN trains about as well as BN (final training "
           "loss within a factor 1.5)", "training", "log(final train loss)", _final_train_loss,
           ("noisy_batchnorm",), baseline="batchnorm", rule="equivalent", margin=float(np.log(1.5))),
+    Claim("luo_sgd", "Luo et al.", "vanilla SGD's generalization error follows the closed form "
+          "(within 10%)", "teacher_student", "gen_error / closed form - 1, final checkpoint",
+          _rel_error, ("none",), baseline=None, rule="equivalent", margin=0.1),
+    Claim("luo_bn", "Luo et al.", "BN's generalization error follows WN + gamma decay with "
+          "zeta = 1/(2M) (within 10%)", "teacher_student",
+          "gen_error / closed form (WN + gamma decay) - 1, final checkpoint", _rel_error,
+          ("batchnorm", "weightnorm_gamma_decay"), baseline=None, rule="equivalent", margin=0.1),
 )
 
 
@@ -176,20 +191,54 @@ def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95) -> pd.DataFra
         found = False
         for (exp, ds, model), g in values.groupby(IDS):
             by_norm = {n: s.set_index("seed")["value"] for n, s in g.groupby("norm")}
-            if c.baseline not in by_norm:
+            if c.baseline is not None and c.baseline not in by_norm:
                 continue
             for norm in c.norms:
                 if norm not in by_norm:
                     continue
                 found = True
-                eff = paired_effect(by_norm[norm], by_norm[c.baseline], level)
+                base_values = 0.0 * by_norm[norm] if c.baseline is None else by_norm[c.baseline]
+                eff = paired_effect(by_norm[norm], base_values, level)
                 verdict = _verdict(c.rule, eff["ci_low"], eff["ci_high"], c.margin)
                 note = "" if eff["n_seeds"] >= 2 else "fewer than 2 paired seeds"
                 rows.append({**base, "experiment": exp, "dataset": ds, "model": model,
                              "norm": norm, "value": float(by_norm[norm].mean()),
-                             "baseline_value": float(by_norm[c.baseline].mean()), **eff,
+                             "baseline_value": float(base_values.mean()), **eff,
                              "verdict": verdict, "note": note})
         if not found:
             rows.append({**base, "verdict": "not measured",
                          "note": f"no experiment runs both {c.baseline} and one of {c.norms}"})
+    rows.extend(dannemann_claim(frames.get("dannemann")))
     return pd.DataFrame(rows)
+
+
+def dannemann_claim(df: pd.DataFrame | None) -> list[dict]:
+    """Dannemann & Junike: at the plain optimum W* the BN loss gradient is not zero, gradient
+    descent on the BN loss ends on 3 w1 = 5 w2, and Lemma 4.5's inequality fails at W0 = W*."""
+    base = {"claim_id": "dannemann", "paper": "Dannemann & Junike",
+            "claim": "BN does not improve initialization (Santurkar's Lemma 4.5 fails)",
+            "quantity": "||grad L_BN(W*)||; max |3w1 - 5w2| / (sqrt(34)||w||) after GD; Lemma "
+                        "4.5 at W0 = W*",
+            "rule": "supported iff the gradient norm > 1e-6, the GD residual < 1e-6 and the "
+                    "inequality fails at W0 = W*; not supported if the gradient vanishes or the "
+                    "inequality holds", "baseline": "plain least squares"}
+    if df is None or df.empty:
+        return [{**base, "verdict": "not measured", "note": "no dannemann table"}]
+    grad = df[(df["record"] == "gradient") & (df["method"] == "autograd_batchnorm1d")]["grad_norm"]
+    final = df[(df["record"] == "final") & (df["objective"] == "bn")]
+    lemma = df[(df["record"] == "lemma") & (df["init"] == 0)]
+    if grad.empty or final.empty or lemma.empty:
+        return [{**base, "verdict": "not measured", "note": "incomplete dannemann table"}]
+    g = float(grad.iloc[0])
+    resid = float(final["line_residual_normalized"].abs().max())
+    holds = bool(lemma["holds_reached"].iloc[0])
+    if g > 1e-6 and resid < 1e-6 and not holds:
+        verdict = "supported"
+    elif g <= 1e-6 or holds:
+        verdict = "not supported"
+    else:
+        verdict = "inconclusive"
+    lhs, rhs = float(lemma["lhs_reached"].iloc[0]), float(lemma["rhs"].iloc[0])
+    note = (f"||grad|| = {g:.4g}; GD residual {resid:.2g} over {len(final)} starts; Lemma 4.5 "
+            f"{'holds' if holds else 'fails'} at W0 = W* (lhs {lhs:.4g} vs rhs {rhs:.4g})")
+    return [{**base, "value": g, "verdict": verdict, "note": note}]

@@ -106,6 +106,36 @@ def cmd_measure(a) -> None:
     log.info("%s took %.1fs", a.name, time.perf_counter() - t0)
 
 
+def cmd_analysis(a) -> None:
+    import pandas as pd
+
+    from . import analyses, io
+
+    analysis = analyses.get(a.name)
+    _set_threads(a.threads)
+    t0 = time.perf_counter()
+    rows = analysis.load()(a.options)
+    prov = io.provenance(io.stable_hash([a.name, a.options]), "cpu", analysis=a.name,
+                         options=a.options)
+    io.write_table(pd.DataFrame(rows), a.out, prov)
+    log.info("analysis %s: %d rows in %.1fs", a.name, len(rows), time.perf_counter() - t0)
+
+
+def cmd_claims(a) -> None:
+    from pathlib import Path
+
+    import pandas as pd
+
+    from . import claims, io
+
+    frames = {Path(p).stem: pd.read_parquet(p) for p in a.tables}
+    ledger = claims.evaluate(frames, level=a.ci)
+    hashes = [io.read_provenance(p).get("config_hash") for p in a.tables]
+    io.write_table(ledger, a.out, io.provenance(io.stable_hash([hashes, a.ci]), "cpu"))
+    counts = ledger["verdict"].value_counts().to_dict()
+    log.info("claims ledger: %d rows, verdicts %s", len(ledger), counts)
+
+
 def cmd_aggregate(a) -> None:
     from . import tables
 
@@ -156,6 +186,19 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", nargs="+", required=True, metavar="TABLE=PATH",
                    help="where each of the measure's tables goes")
     s.set_defaults(func=cmd_measure)
+
+    s = sub.add_parser("analysis", help="run a registered study-level analysis into a table")
+    s.add_argument("name")
+    s.add_argument("--options", type=_json, default={})
+    s.add_argument("--threads", type=int, default=1)
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=cmd_analysis)
+
+    s = sub.add_parser("claims", help="evaluate the claims ledger from the aggregated tables")
+    s.add_argument("--tables", nargs="+", required=True)
+    s.add_argument("--ci", type=float, default=0.95)
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=cmd_claims)
 
     s = sub.add_parser("aggregate", help="concatenate per-run tables into one table")
     s.add_argument("--inputs", nargs="+", required=True)

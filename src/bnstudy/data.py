@@ -8,6 +8,12 @@ Each dataset is prepared once into an ``.npz`` file holding ``x_train, y_train, 
   with Gaussian jitter; label = arm index mod 2 (alternating arms; ``n_arms`` must be even).
 - ``gaussian_linear``: Santurkar App. A's DLN task: x ~ N(0, I_d), y = A x, A_ij ~ N(0, 1).
 - ``digits``: scikit-learn's bundled 8x8 digits, scaled to [0, 1], stratified split.
+- ``teacher_student``: Luo et al. §4 / App. D: x ~ N(0, I/N), a linear teacher w* with
+  ||w*||^2 / N = 1, training targets w*^T x + s with s ~ N(0, S) fixed per example, P =
+  round(alpha N) training samples; test targets are noise-free (w*^T x), so the test MSE is Luo's
+  generalization error (Eq. 16-17). Teacher, training inputs, training noise and test set come
+  from separate streams of ``seed``: the teacher and the test set do not depend on alpha, and the
+  training set of a smaller load is a prefix of a larger one's.
 - ``mnist``, ``cifar10``: the real image sets, read from their standard files in ``data_dir``
   (downloaded there when ``download: true`` and the network allows it).
 """
@@ -75,6 +81,30 @@ def _gaussian_linear(n_train=1000, n_test=1000, dim=10, seed=0) -> Dataset:
     return Dataset(x[:n_train], y[:n_train], x[n_train:], y[n_train:], meta)
 
 
+def teacher_weights(N: int, seed: int) -> np.ndarray:
+    """Luo's teacher w* for ``teacher_student``: a random direction with ||w*||^2 / N = 1."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[0])
+    w = rng.standard_normal(N)
+    return w * np.sqrt(N) / np.linalg.norm(w)
+
+
+def _teacher_student(N=100, alpha=2.0, S=0.25, n_test=10000, seed=0) -> Dataset:
+    if not (isinstance(N, int) and N >= 1):
+        raise ValueError(f"teacher_student N must be an int >= 1, got {N!r}")
+    P = int(round(alpha * N))
+    if P < 1 or S < 0 or n_test < 1:
+        raise ValueError(f"teacher_student needs alpha * N >= 1, S >= 0 and n_test >= 1; got "
+                         f"alpha={alpha!r}, N={N}, S={S!r}, n_test={n_test!r}")
+    _, r_x, r_s, r_test = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
+    w = teacher_weights(N, seed)
+    x = r_x.standard_normal((P, N)) / np.sqrt(N)
+    y = x @ w + np.sqrt(S) * r_s.standard_normal(P)
+    xt = r_test.standard_normal((n_test, N)) / np.sqrt(N)
+    meta = {"task": "regression", "out_dim": 1, "input_shape": [N], "alpha_effective": P / N,
+            "noise_variance": float(S)}
+    return Dataset(x, y[:, None], xt, (xt @ w)[:, None], meta)
+
+
 def _digits(test_fraction=0.25, seed=0, image=True) -> Dataset:
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
@@ -109,6 +139,7 @@ GENERATORS: dict[str, Callable[..., Dataset]] = {
     "star2d": _star2d,
     "gaussian_linear": _gaussian_linear,
     "digits": _digits,
+    "teacher_student": _teacher_student,
     "mnist": _real("mnist"),
     "cifar10": _real("cifar10"),
 }

@@ -44,6 +44,21 @@ REGISTRY: dict[str, Measure] = {
     for m in (
         Measure("generalization", "bnstudy.measures:run_generalization", ("generalization",),
                 ("generalization.py", "measures.py", "checkpoints.py")),
+        Measure("partition_density", "bnstudy.partition_density:run",
+                ("partition_density", "partition_density_maps"),
+                ("partition_density.py", "partition_bn.py", "partition_maps.py", "training.py",
+                 "models.py", "normalizers.py")),
+        Measure("ics", "bnstudy.ics:run_ics", ("ics",),
+                ("ics.py", "checkpoints.py", "training.py", "models.py")),
+        Measure("smoothness", "bnstudy.smoothness:run", ("smoothness", "smoothness_probes"),
+                ("smoothness.py", "hessian.py", "checkpoints.py", "training.py")),
+        Measure("teacher_student", "bnstudy.teacher_student:run", ("teacher_student",),
+                ("teacher_student.py", "luo_theory.py", "data.py", "checkpoints.py",
+                 "generalization.py", "models.py", "normalizers.py", "training.py")),
+        Measure("bn_jitter", "bnstudy.bn_jitter:run", ("bn_jitter", "bn_jitter_boundary"),
+                ("bn_jitter.py", "bn_jitter_stats.py", "bn_jitter_maps.py", "partition_bn.py",
+                 "partition_maps.py", "norm_layers.py", "training.py", "models.py",
+                 "normalizers.py")),
     )
 }
 

@@ -3,8 +3,9 @@
 Files are read from their standard distribution formats, without pickle:
 
 - MNIST: ``<data_dir>/mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]``;
-- CIFAR-10 (binary version): ``<data_dir>/cifar10/cifar-10-batches-bin/{data_batch_1..5,test_batch}.bin``
-  (or the ``cifar-10-binary.tar.gz`` archive placed in ``<data_dir>/cifar10/``).
+- CIFAR-10 (binary version): ``<data_dir>/cifar10/cifar-10-batches-bin/`` holding
+  ``data_batch_1.bin`` ... ``data_batch_5.bin`` and ``test_batch.bin`` (or the
+  ``cifar-10-binary.tar.gz`` archive placed in ``<data_dir>/cifar10/``).
 
 With ``download=True`` missing files are fetched from the public mirrors. When they are missing
 and cannot be fetched, :class:`DataUnavailable` says exactly which files to place where.

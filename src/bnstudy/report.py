@@ -76,7 +76,8 @@ def build(config: dict, table_paths: list[str], figures: list[str], out: str) ->
         parts.append(f"<h2>{html.escape(section.title)}</h2><p>{html.escape(section.text)}</p>")
         for fam_name in section.families:
             fam = plots.FAMILIES[fam_name]
-            for key in [(fam_name, e) for e in experiments]:
+            scopes = experiments if fam.scope == "experiment" else ["study"]
+            for key in [(fam_name, e) for e in scopes]:
                 if key in figs:
                     parts.append(f"<figure>{_img(figs[key])}<figcaption>"
                                  f"{html.escape(fam.caption)}</figcaption></figure>")
@@ -86,6 +87,8 @@ def build(config: dict, table_paths: list[str], figures: list[str], out: str) ->
         if table_html:
             parts.append(f"<p>Summary: mean ± half-width of the {level:.0%} CI over seeds.</p>")
             parts.append(table_html)
+    if "claims" in frames:
+        parts.append(claims_section(frames["claims"], level))
     parts.append("<h2>Study configuration</h2><pre>"
                  + html.escape(yaml.safe_dump(config, sort_keys=False)) + "</pre>")
     parts.append("<h2>Provenance</h2>" + _provenance(table_paths))
@@ -93,6 +96,45 @@ def build(config: dict, table_paths: list[str], figures: list[str], out: str) ->
            + f"</title><style>{CSS}</style></head><body>" + "\n".join(parts) + "</body></html>")
     with io.atomic_path(out) as tmp:
         tmp.write_text(doc, encoding="utf-8")
+
+
+VERDICT_COLOURS = {"supported": "#d4edda", "not supported": "#f8d7da",
+                   "inconclusive": "#fff3cd", "not measured": "#e2e3e5"}
+
+
+def claims_section(ledger: pd.DataFrame, level: float) -> str:
+    """The ledger: one row per claim and experiment, verdicts computed from the data."""
+    counts = ledger["verdict"].value_counts()
+    summary = ", ".join(f"{n} {v}" for v, n in counts.items())
+    head = (f"<h2>Claims ledger</h2><p>Each claim of the papers against this study's numbers "
+            f"({summary}). The effect is the paired per-seed difference of the stated quantity "
+            f"(normalizer minus baseline), with its {level:.0%} Student-t CI over seeds and "
+            f"Cohen's d_z; the verdict follows the stated rule from the CI alone. 'not measured' "
+            f"means the study did not run what the claim needs.</p>")
+    rows = []
+    for _, r in ledger.iterrows():
+        colour = VERDICT_COLOURS.get(r["verdict"], "#fff")
+        where = " / ".join(str(r[c]) for c in ("experiment", "norm") if c in r and pd.notna(r[c]))
+        eff = ""
+        if pd.notna(r.get("effect")):
+            eff = f"{r['effect']:.3g}"
+            if pd.notna(r.get("ci_low")):
+                eff += f" [{r['ci_low']:.3g}, {r['ci_high']:.3g}], d_z={r['cohens_dz']:.2g}"
+            eff += f" (n={int(r['n_seeds'])})"
+        vals = ""
+        if pd.notna(r.get("value")):
+            vals = f"{r['value']:.4g} vs {r['baseline_value']:.4g} ({html.escape(r['baseline'])})"
+        note = html.escape(str(r.get("note") or ""))
+        rows.append(
+            f"<tr><td style='text-align:left'>{html.escape(r['paper'])}</td>"
+            f"<td style='text-align:left'>{html.escape(r['claim'])}</td>"
+            f"<td style='text-align:left'>{html.escape(r['quantity'])}</td>"
+            f"<td>{html.escape(where)}</td><td>{vals}</td><td>{eff}</td>"
+            f"<td style='background:{colour}'><b>{html.escape(r['verdict'])}</b></td>"
+            f"<td style='text-align:left'>{html.escape(r['rule'])}. {note}</td></tr>")
+    return (head + "<table><tr><th>paper</th><th>claim</th><th>quantity</th><th>where</th>"
+            "<th>mean: normalizer vs baseline</th><th>effect [CI]</th><th>verdict</th>"
+            "<th>rule</th></tr>" + "".join(rows) + "</table>")
 
 
 def _intro(config: dict, frames: dict[str, pd.DataFrame]) -> str:

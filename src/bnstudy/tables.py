@@ -23,7 +23,9 @@ def aggregate(inputs: list[str | Path], out: str | Path) -> pd.DataFrame:
         prov = io.read_provenance(path)
         hashes.append(prov.get("config_hash"))
         devices.add(prov.get("device"))
-    df = pd.concat(frames, ignore_index=True)
+    nonempty = [f for f in frames if len(f)]
+    # empty per-run tables (a measure with nothing to say for a run) would turn ints into floats
+    df = pd.concat(nonempty or frames[:1], ignore_index=True)
     sort = [c for c in (*GROUP, "seed", "step", "split") if c in df.columns]
     df = df.sort_values(sort, kind="stable").reset_index(drop=True)
     prov = io.provenance(io.stable_hash(hashes), ",".join(sorted(map(str, devices))),
@@ -55,8 +57,9 @@ def summarize(df: pd.DataFrame, columns: list[str], by: list[str] | None = None,
         key = key if isinstance(key, tuple) else (key,)
         for col in columns:
             m, lo, hi, n = mean_ci(g[col], level)
-            rows.append({**dict(zip(by, key)), "quantity": col, "mean": m, "ci_low": lo,
-                         "ci_high": hi, "n": n, "n_runs": len(g)})
+            ids = dict(zip(by, key, strict=True))
+            rows.append({**ids, "quantity": col, "mean": m, "ci_low": lo, "ci_high": hi, "n": n,
+                         "n_runs": len(g)})
     return pd.DataFrame(rows)
 
 

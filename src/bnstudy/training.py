@@ -23,6 +23,7 @@ from there and produces the same checkpoints and history as an uninterrupted run
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -256,8 +257,10 @@ def _try_resume(path, key, model, opt, sampler) -> dict | None:
     if not Path(path).exists():
         return None
     blob = torch.load(path, map_location="cpu", weights_only=True)
-    if blob.get("key") != key:
-        return None  # a stale state from another spec: start afresh
+    if blob.get("key") != key:  # another spec, other data or other code: start afresh
+        logging.getLogger("bnstudy").info("ignoring %s: saved by another run", path)
+        return None
+    logging.getLogger("bnstudy").info("resuming from %s at step %d", path, blob["step"])
     model.load_state_dict(blob["model"])
     opt.load_state_dict(blob["optimizer"])
     sampler.load_state(blob["sampler"])

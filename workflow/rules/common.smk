@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+from bnstudy import analyses as _analyses
 from bnstudy import data as _data
 from bnstudy import measures as _measures
 from bnstudy import models as _models
@@ -26,18 +27,72 @@ STAGE_CODE = {
     "tables": ["tables.py", "io.py"],
     "plots": ["plots/__init__.py", "io.py"],
     "report": ["report.py", "tables.py", "io.py", "plots/__init__.py"],
+    "analyses": ["analyses.py", "io.py"],
+    "claims": ["claims.py", "io.py"],
 }
-# Measures run: those with a config section. Tables: training + every table they fill.
-MEASURES = [m for m in _measures.REGISTRY if m in config]
+# Measures run: those with a config section, on the experiments that do not exclude them
+# (an experiment's `measures` list, default all). Tables: training + every table they fill.
+def experiment_measures(name):
+    chosen = config["experiments"][name].get("measures")
+    configured = [m for m in _measures.REGISTRY if m in config]
+    return configured if chosen is None else [m for m in configured if m in chosen]
+
+
+MEASURES = sorted({m for e in config["experiments"] for m in experiment_measures(e)})
+TABLE_MEASURE = {t: m for m in MEASURES for t in _measures.REGISTRY[m].tables}
 TABLE_FILES = {"training": "history.parquet"}
-TABLE_FILES.update({t: f"{t}.parquet" for m in MEASURES for t in _measures.REGISTRY[m].tables})
+TABLE_FILES.update({t: f"{t}.parquet" for t in TABLE_MEASURE})
+# Analyses run: those named in the config's `analyses` section; one table each.
+ANALYSES = sorted(config.get("analyses", {}))
 _plots.load_all()
-FIGURES = {n: f for n, f in _plots.FAMILIES.items() if set(f.tables) <= set(TABLE_FILES)}
+_AVAILABLE = set(TABLE_FILES) | set(ANALYSES)
+FIGURES = {n: f for n, f in _plots.FAMILIES.items() if set(f.tables) <= _AVAILABLE}
+
+
+def _module_file(parts):
+    """``src/bnstudy``-relative file of the module or package ``parts``, or None."""
+    base = Path(*parts) if parts else Path()
+    for cand in (base.with_name(base.name + ".py") if parts else None, base / "__init__.py"):
+        if cand is not None and (SRC / cand).is_file():
+            return cand.as_posix()
+    return None
+
+
+def _package_imports(rel):
+    """Package modules that ``src/bnstudy/<rel>`` imports (anywhere in it; static imports)."""
+    import ast
+
+    here, found = list(Path(rel).parent.parts), set()
+    for node in ast.walk(ast.parse((SRC / rel).read_text(), rel)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - node.level + 1]
+            elif (node.module or "").split(".")[0] == "bnstudy":
+                base = []
+            else:
+                continue
+            mod = [p for p in (node.module or "").split(".") if p]
+            mod = mod[1:] if not node.level else mod
+            for alias in node.names:  # `from pkg import submodule` or `from mod import name`
+                found.add(_module_file([*base, *mod, alias.name]) or _module_file([*base, *mod]))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "bnstudy":
+                    found.add(_module_file(alias.name.split(".")[1:]))
+    return found - {None}
 
 
 def code_version(stage, extra=()):
+    """Hash of the stage's modules and, transitively, every package module they import (so a
+    module added behind an import, e.g. a normalizer's layers, counts without listing it)."""
+    todo, seen = [*STAGE_CODE.get(stage, ()), *extra], set()
+    while todo:
+        rel = todo.pop()
+        if rel not in seen:
+            seen.add(rel)
+            todo.extend(_package_imports(rel))
     h = hashlib.sha256()
-    for rel in [*STAGE_CODE.get(stage, ()), *extra]:
+    for rel in sorted(seen):
         h.update(rel.encode())
         h.update((SRC / rel).read_bytes())
     return h.hexdigest()[:16]
@@ -62,7 +117,16 @@ def check_config(cfg):
             _training.TrainConfig.from_dict(t)
         except ValueError as e:
             _fail(f"training {name!r}: {e}")
+    for name in cfg.get("analyses", {}):
+        if name not in _analyses.REGISTRY:
+            _fail(f"unknown analysis {name!r}; valid: {sorted(_analyses.REGISTRY)}")
     for name, e in cfg["experiments"].items():
+        unknown = sorted(set(e.get("measures", [])) - {m for m in _measures.REGISTRY if m in cfg})
+        if unknown:
+            _fail(f"experiment {name!r}: measures {unknown} are not configured; valid: "
+                  f"{sorted(m for m in _measures.REGISTRY if m in cfg)}")
+        if name == "study":
+            _fail("'study' is reserved (figures/study/ holds study-wide figures); rename it")
         for key, table in (("dataset", "datasets"), ("model", "models"), ("training", "trainings")):
             if e[key] not in cfg[table]:
                 _fail(f"experiment {name!r}: {key} {e[key]!r} is not defined; "
@@ -71,6 +135,10 @@ def check_config(cfg):
             if norm not in _normalizers.REGISTRY:
                 _fail(f"experiment {name!r}: unknown normalizer {norm!r}; "
                       f"valid: {_normalizers.names()}")
+            try:
+                _models.ModelConfig.from_dict(cfg["models"][e["model"]]).normalizer(norm)
+            except ValueError as err:
+                _fail(f"experiment {name!r}, normalizer {norm!r}: {err}")
 
 
 check_config(config)
@@ -92,6 +160,7 @@ wildcard_constraints:
     dataset=_alt(config["datasets"]),
     table=_alt(TABLE_FILES),
     family=_alt(FIGURES),
+    analysis=_alt(ANALYSES or ["-"]),
 
 
 def res(*parts):
@@ -123,6 +192,16 @@ def run_dataset(wildcards):
     return f"{R}/data/{EXPERIMENTS[wildcards.experiment]['dataset']}.npz"
 
 
+def _model_config(name, norm):
+    """A model's config with only this run's normalizer options (so that changing one
+    normalizer's options reruns only that normalizer's runs)."""
+    m = dict(config["models"][name])
+    opts = m.pop("norm_options", {}).get(norm)
+    if opts:
+        m["norm_options"] = {norm: opts}
+    return m
+
+
 def run_spec(wildcards):
     """The run spec (JSON): everything that determines the training run, and nothing else."""
     e = EXPERIMENTS[wildcards.experiment]
@@ -130,7 +209,7 @@ def run_spec(wildcards):
         "experiment": wildcards.experiment,
         "dataset": e["dataset"],
         "model": e["model"],
-        "model_config": config["models"][e["model"]],
+        "model_config": _model_config(e["model"], wildcards.norm),
         "norm": wildcards.norm,
         "seed": int(wildcards.seed),
         "training": config["trainings"][e["training"]],
@@ -139,12 +218,16 @@ def run_spec(wildcards):
 
 
 def table_inputs(wildcards):
-    return run_files(TABLE_FILES[wildcards.table])
+    """A table's per-run files, from the runs of experiments that run its measure."""
+    measure = TABLE_MEASURE.get(wildcards.table)
+    return [f for e in EXPERIMENTS if measure is None or measure in experiment_measures(e)
+            for f in run_files(TABLE_FILES[wildcards.table], e)]
 
 
 def measure_options(name):
-    """A measure's config section as JSON (its rule's only setting)."""
-    return json.dumps(config[name], sort_keys=True)
+    """A measure's config section as JSON (its rule's only setting; {} when the measure is off,
+    in which case no job of its rule is requested)."""
+    return json.dumps(config.get(name, {}), sort_keys=True)
 
 
 def measure_code(name):
@@ -160,17 +243,30 @@ def figure_code(wildcards):
 
 
 def all_tables():
-    return [f"{R}/tables/{t}.parquet" for t in TABLE_FILES]
+    return [f"{R}/tables/{t}.parquet" for t in [*TABLE_FILES, *ANALYSES]]
+
+
+def analysis_options(wildcards):
+    return json.dumps(config["analyses"][wildcards.analysis], sort_keys=True)
+
+
+def analysis_code(wildcards):
+    return code_version("analyses", _analyses.REGISTRY[wildcards.analysis].code)
 
 
 def _applies(family, experiment):
     kinds = family.datasets
+    measured = {TABLE_MEASURE.get(t) for t in family.tables} - {None}
+    if not measured <= set(experiment_measures(experiment)):
+        return False
     return kinds is None or config["datasets"][EXPERIMENTS[experiment]["dataset"]]["kind"] in kinds
 
 
 def all_figures():
-    return [f"{R}/figures/{e}/{n}.png" for e in EXPERIMENTS for n, f in FIGURES.items()
-            if _applies(f, e)]
+    per_experiment = [f"{R}/figures/{e}/{n}.png" for e in EXPERIMENTS
+                      for n, f in FIGURES.items() if f.scope == "experiment" and _applies(f, e)]
+    study = [f"{R}/figures/study/{n}.png" for n, f in FIGURES.items() if f.scope == "study"]
+    return per_experiment + study
 
 
 def report_code():
@@ -178,4 +274,4 @@ def report_code():
 
 
 def final_outputs():
-    return [f"{R}/report.html", *all_tables(), *all_figures()]
+    return [f"{R}/report.html", f"{R}/tables/claims.parquet", *all_tables(), *all_figures()]

@@ -18,3 +18,25 @@ rule plot:
     shell:
         "python -m bnstudy plot {wildcards.family} --table {input} --experiment"
         " {wildcards.experiment} --options {params.options:q} --out {output} > {log} 2>&1"
+
+
+rule plot_study:
+    input:
+        figure_tables,
+    output:
+        report(
+            res("figures/study/{family}.png"),
+            caption="../report/figure_study.rst",
+            category="Study",
+            subcategory="{family}",
+        ),
+    params:
+        options=json.dumps(config["plots"], sort_keys=True),
+        code=figure_code,
+    log:
+        "logs/plot/study/{family}.log",
+    conda:
+        "../../environment.yml"
+    shell:
+        "python -m bnstudy plot {wildcards.family} --table {input}"
+        " --options {params.options:q} --out {output} > {log} 2>&1"

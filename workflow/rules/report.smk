@@ -1,6 +1,7 @@
 rule report:
     input:
         tables=all_tables(),
+        claims=res("tables/claims.parquet"),
         figures=all_figures(),
     output:
         report(res("report.html"), caption="../report/report.rst", category="Report"),
@@ -12,5 +13,5 @@ rule report:
     conda:
         "../../environment.yml"
     shell:
-        "python -m bnstudy report --config {params.config:q} --tables {input.tables}"
+        "python -m bnstudy report --config {params.config:q} --tables {input.tables} {input.claims}"
         " --figures {input.figures} --out {output} > {log} 2>&1"

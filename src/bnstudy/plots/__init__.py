@@ -26,10 +26,13 @@ from ..io import atomic_path  # noqa: E402
 
 @dataclass(frozen=True)
 class Family:
-    """One figure per experiment, drawn from ``tables`` restricted to that experiment.
+    """A figure drawn from ``tables``.
 
-    ``datasets``: the dataset kinds the family applies to (None: all). ``module``: the module of
-    this package that draws it (its hash joins the plot rule's code version).
+    ``scope="experiment"``: one figure per experiment, from the tables restricted to it
+    (``figures/<experiment>/<name>.png``); ``datasets`` limits it to those dataset kinds (None:
+    all). ``scope="study"``: one figure from the whole tables (``figures/study/<name>.png``), for
+    analyses and cross-experiment comparisons. ``module``: the module of this package that
+    draws it (its hash joins the plot rule's code version).
     """
 
     name: str
@@ -38,6 +41,7 @@ class Family:
     tables: tuple[str, ...]
     module: str
     datasets: tuple[str, ...] | None = None
+    scope: str = "experiment"
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,9 @@ class Section:
 
 FAMILIES: dict[str, Family] = {}
 SECTIONS: dict[str, Section] = {}
-MODULES = ("training", "generalization")
+# Report order: training, the core measures, then the papers' experiments.
+MODULES = ("training", "lr_sweep", "generalization", "partition_density", "ics", "smoothness",
+           "bn_jitter", "teacher_student", "dannemann")
 
 
 def register(family: Family) -> Family:

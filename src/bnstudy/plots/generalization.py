@@ -14,7 +14,7 @@ def draw(frames, options):
     cols = ["loss_gap", "test_loss"] + (["accuracy_gap", "test_accuracy"] if classification else [])
     fig, axes = plt.subplots(1, len(cols), figsize=(3.6 * len(cols), 3.8), squeeze=False)
     order = norm_order(df)
-    for ax, col in zip(axes[0], cols):
+    for ax, col in zip(axes[0], cols, strict=True):
         sns.barplot(df, x="norm", y=col, order=order, errorbar=("ci", 95), ax=ax, alpha=0.6)
         sns.stripplot(df, x="norm", y=col, order=order, color="black", size=4, ax=ax)
         ax.tick_params(axis="x", rotation=30)

@@ -1,0 +1,266 @@
+"""BN mini-batch jitter figures (BN-Explained Figs. 6-7, Prop. 2) and the report section.
+
+- ``bn_jitter_boundaries``: Fig. 6: decision-boundary realizations under different mini-batches'
+  BN statistics, for each measured batch size at the first and last measured checkpoint, over
+  the disagreement map, with the data (2-D datasets only);
+- ``bn_jitter_prop2``: empirical against predicted variance of BN's mu and sigma^2 per layer and
+  batch size (log-log, identity line), and their ratio against depth.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
+
+from .. import tables
+from . import Family, Section, norm_order, register, register_section, title
+
+
+def _message(df: pd.DataFrame, what: str, text: str) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(6.5, 1.6))
+    ax.axis("off")
+    ax.text(0.5, 0.5, text, ha="center", va="center")
+    fig.suptitle(title(df, what))
+    return fig
+
+
+def _layers(df: pd.DataFrame) -> pd.DataFrame:
+    """Applicable per-layer rows (not the boundary summaries)."""
+    return df[df["applicable"].astype(bool) & (df["layer"] != "boundary")]
+
+
+def _pivot(sub: pd.DataFrame) -> pd.DataFrame:
+    return sub.pivot_table(index="x1", columns="x0", values="value")
+
+
+def draw_boundaries(frames, options):
+    df, summary = frames[0], frames[1]
+    grid = df[df["kind"] != "data"]
+    if grid.empty:
+        return _message(df, "decision-boundary jitter", "not applicable: no BatchNorm layers in "
+                        "this experiment's runs, so the boundary does not jitter")
+    seed = int(grid["seed"].min())
+    grid, data = grid[grid["seed"] == seed], df[(df["kind"] == "data") & (df["seed"] == seed)]
+    steps = sorted(grid["step"].unique())
+    steps = [steps[0], steps[-1]] if len(steps) > 1 else steps
+    panels = [(n, b) for n in norm_order(grid) for b in sorted(grid["batch_size"].unique())
+              if not grid[(grid["norm"] == n) & (grid["batch_size"] == b)].empty]
+    fig, axes = plt.subplots(len(panels), len(steps), figsize=(3.6 * len(steps),
+                             3.3 * len(panels)), squeeze=False)
+    for i, (norm, b) in enumerate(panels):
+        for j, step in enumerate(steps):
+            ax = axes[i, j]
+            sub = grid[(grid["norm"] == norm) & (grid["batch_size"] == b) & (grid["step"] == step)]
+            dis = _pivot(sub[sub["kind"] == "disagreement"])
+            ext = (dis.columns.min(), dis.columns.max(), dis.index.min(), dis.index.max())
+            ax.imshow(dis.values, origin="lower", extent=ext, cmap="Greys", vmin=0, vmax=0.5,
+                      aspect="auto", interpolation="nearest")
+            n_cls = int(max(data["label"].max(), sub["value"].max())) + 1 if len(data) else 2
+            levels = np.arange(n_cls - 1) + 0.5
+            for _, real in sub[sub["kind"] == "realization"].groupby("realization"):
+                img = _pivot(real)
+                ax.contour(img.columns, img.index, img.values, levels=levels, colors="tab:blue",
+                           linewidths=0.7, alpha=0.7)
+            pop = _pivot(sub[sub["kind"] == "population"])
+            if pop.size and np.nanmin(pop.values) != np.nanmax(pop.values):
+                ax.contour(pop.columns, pop.index, pop.values, levels=levels, colors="black",
+                           linewidths=1.0, linestyles="--")
+            ax.scatter(data["x0"], data["x1"], c=data["label"], cmap="RdYlGn", s=4,
+                       linewidths=0, alpha=0.8)
+            row = summary[(summary["norm"] == norm) & (summary["seed"] == seed)
+                          & (summary["batch_size"] == b) & (summary["step"] == step)
+                          & (summary["layer"] == "boundary")]
+            stats = ""
+            if len(row):
+                r = row.iloc[0]
+                stats = (f"\nband {r['band_fraction']:.0%} of grid, margin {r['margin_mean']:.3f}"
+                         f" (pop. {r['margin_population']:.3f})")
+            ax.set_title(f"{norm}, |B| = {b}, step {step}{stats}", fontsize=8)
+            ax.set_xticks([])
+            ax.set_yticks([])
+    handles = [Line2D([], [], color="tab:blue", lw=0.8, label="one mini-batch's boundary"),
+               Line2D([], [], color="black", ls="--", label="training-set statistics")]
+    fig.legend(handles=handles, loc="lower center", ncol=2, frameon=False,
+               bbox_to_anchor=(0.5, -0.02))
+    fig.suptitle(title(df, f"decision-boundary jitter across mini-batches (Fig. 6), seed {seed}"))
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    return fig
+
+
+def draw_prop2(frames, options):
+    df = frames[0]
+    ok = _layers(df)
+    if ok.empty:
+        return _message(df, "BN statistics jitter vs Proposition 2",
+                        "not applicable: no BatchNorm layers in this experiment's runs")
+    ok = ok.assign(**{"|B|": ok["batch_size"].astype(str), "layer": ok["layer_index"]})
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
+    for ax, (stat, label) in zip(axes[:2], (("mu", "var(mu)"), ("sigma2", "var(sigma^2)")),
+                                 strict=True):
+        emp, pred = f"var_{stat}_emp", f"var_{stat}_pred"
+        d = ok[(ok[emp] > 0) & (ok[pred] > 0)]
+        if d.empty:
+            ax.axis("off")
+            continue
+        sns.scatterplot(d, x=pred, y=emp, hue="layer", style="|B|", palette="viridis", ax=ax,
+                        legend=(stat == "mu"), s=30, alpha=0.8)
+        lo, hi = np.nanmin(d[[emp, pred]].values), np.nanmax(d[[emp, pred]].values)
+        ax.plot([lo, hi], [lo, hi], color="grey", lw=1, ls=":")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(f"predicted {label} (population moments)")
+        ax.set_ylabel(f"empirical {label} over mini-batches")
+        ax.set_title(f"{label}, mean over units")
+        if ax.get_legend() is not None:
+            sns.move_legend(ax, "upper left", frameon=False, fontsize=7)
+    long = ok.melt(id_vars=["layer", "|B|", "step", "seed", "norm"],
+                   value_vars=["ratio_mu", "ratio_sigma2"], var_name="statistic",
+                   value_name="ratio")
+    long = long[np.isfinite(long["ratio"]) & (long["ratio"] > 0)]
+    ax = axes[2]
+    if not long.empty:
+        sns.lineplot(long, x="layer", y="ratio", hue="|B|", style="statistic", marker="o",
+                     errorbar=("ci", 95), ax=ax)
+        ax.set_yscale("log")
+        ax.axhline(1.0, color="grey", lw=1, ls=":")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1), frameon=False)
+    ax.set_title("empirical / predicted (1 = Prop. 2 holds)")
+    fig.suptitle(title(df, "jitter of BN's mu and sigma^2 across mini-batches vs Proposition 2"))
+    fig.tight_layout()
+    return fig
+
+
+register(Family(
+    "bn_jitter_boundaries", draw_boundaries, tables=("bn_jitter_boundary", "bn_jitter"),
+    module="bn_jitter", datasets=("star2d",), caption=(
+        "BN-Explained Fig. 6: the decision boundary of the network with its BN layers frozen at "
+        "the statistics of one mini-batch (blue, one line per mini-batch; the first "
+        "map_realizations of the measured realizations), and at the whole training set's "
+        "statistics (black dashed), at the first and last measured checkpoint (columns) for "
+        "each measured batch size (rows), first seed; grey: the fraction of all realizations "
+        "disagreeing with the majority class (white = none, black = half). The band is the "
+        "share of the grid where any realization disagrees; the margin is the mean distance of "
+        "the training points to the nearest boundary, averaged over realizations. The paper's "
+        "claim: smaller batches jitter the boundary more."),
+))
+register(Family(
+    "bn_jitter_prop2", draw_prop2, tables=("bn_jitter",), module="bn_jitter", caption=(
+        "Proposition 2: the variance over mini-batches of BN's per-unit batch mean mu (left) "
+        "and biased batch variance sigma^2 (middle), mean over units, against its prediction "
+        "from the population moments of the same layer's input (the training set, earlier BN "
+        "layers at their training-set statistics); one point per BN layer (colour), batch size "
+        "(marker), checkpoint and seed; dotted: identity. Right: empirical / predicted by layer "
+        "(95% CI over checkpoints and seeds). The first BN layer sees an exact sample of the "
+        "population, so it should lie on the identity; deeper layers see inputs already "
+        "normalized by the same batch, which the prediction ignores."),
+))
+
+
+def _fmt(v: float, pct: bool = False) -> str:
+    if not np.isfinite(v):
+        return "n/a"
+    return f"{v:.0%}" if pct else f"{v:.3g}"
+
+
+def _mean_ci(values, pct: bool = False) -> str:
+    """'mean ± CI half-width' over seeds (95% Student t), or the mean alone for one seed."""
+    m, lo, hi, n = tables.mean_ci(values)
+    if not np.isfinite(m):
+        return "n/a"
+    if pct:
+        return f"{m:.0%}" + (f" ± {(hi - lo) / 2:.0%}" if n > 1 else "")
+    return f"{m:.3g}" + (f" ± {(hi - lo) / 2:.2g}" if n > 1 else "")
+
+
+def _ratios(lay: pd.DataFrame) -> list[str]:
+    """Per batch size: first-BN-layer ratios (mean over checkpoints, then seeds) and the range
+    of the deeper layers' ratios."""
+    items = []
+    first = lay["layer_index"] == lay.groupby("seed")["layer_index"].transform("min")
+    lay = lay.assign(printed=lay["var_sigma2_emp"] / lay["var_sigma2_prop2"])
+    for b, g in lay.groupby("batch_size"):
+        f, d = g[first[g.index]], g[~first[g.index]]
+        per_seed = f.groupby("seed")[["ratio_mu", "ratio_sigma2", "printed"]].mean()
+        txt = (f"|B|={b} (n={int(g['batch_size_effective'].iloc[0])}): first BN layer "
+               f"empirical/predicted var(mu) {_mean_ci(per_seed['ratio_mu'])}, var(sigma^2) "
+               f"{_mean_ci(per_seed['ratio_sigma2'])} (against eq. 13 as printed "
+               f"{_mean_ci(per_seed['printed'])})")
+        if len(d):
+            txt += (f", deeper layers var(mu) {_fmt(d['ratio_mu'].min())}–"
+                    f"{_fmt(d['ratio_mu'].max())}, var(sigma^2) "
+                    f"{_fmt(d['ratio_sigma2'].min())}–{_fmt(d['ratio_sigma2'].max())}")
+        items.append(txt)
+    return items
+
+
+def _bands(bnd: pd.DataFrame) -> list[str]:
+    """Jitter band and margin per batch size at the first and the last checkpoint."""
+    items = []
+    last = bnd.groupby("seed")["step"].transform("max")
+    first = bnd.groupby("seed")["step"].transform("min")
+    for stage, s in (("init", bnd[bnd["step"] == first]), ("final", bnd[bnd["step"] == last])):
+        if s.empty or (stage == "final" and (last == first).all()):
+            continue
+        parts = []
+        for b, g in s.groupby("batch_size"):
+            parts.append(f"|B|={b} band {_mean_ci(g['band_fraction'], pct=True)} of the grid, "
+                         f"margin {_mean_ci(g['margin_mean'])} (training-set statistics "
+                         f"{_mean_ci(g['margin_population'])})")
+        items.append(f"at {stage} (step {int(s['step'].max())}): " + ", ".join(parts))
+    return items
+
+
+def findings(frames: dict[str, pd.DataFrame]) -> str:
+    df = frames.get("bn_jitter")
+    if df is None or df.empty:
+        return "No bn_jitter rows."
+    parts = []
+    for exp, e in df.groupby("experiment", sort=True):
+        name = f"{exp} ({e['dataset'].iloc[0]} / {e['model'].iloc[0]})"
+        ok = e[e["applicable"].astype(bool)]
+        if ok.empty:
+            parts.append(f"{name}: not applicable (no BatchNorm layers).")
+            continue
+        for norm in norm_order(ok):
+            g = ok[ok["norm"] == norm]
+            seeds = g["seed"].nunique()
+            items = _ratios(_layers(g)) + _bands(g[g["layer"] == "boundary"])
+            parts.append(
+                f"{name}, {norm} [{seeds} seed{'s' if seeds > 1 else ''}, "
+                f"K={int(g['n_batches'].iloc[0])} batches drawn "
+                f"{g['sampling'].iloc[0].replace('_', ' ')}, mean ± 95% CI over seeds]: "
+                + "; ".join(items) + ".")
+    return " ".join(parts)
+
+
+register_section(Section(
+    "bn_jitter", "Mini-batch jitter of BN (BN-Explained §5, Prop. 2, Fig. 6)", (
+        "For each checkpoint and batch size, K seeded mini-batches (the same at every "
+        "checkpoint of a run and for every normalizer of a seed, different across seeds, so "
+        "the CIs over seeds include the Monte Carlo error; drawn as configured, by default "
+        "without replacement like one batch of an epoch) are "
+        "passed through a private train-mode copy of the network, recording each BN layer's "
+        "per-unit batch mean and biased variance, i.e. exactly what training on that batch "
+        "uses. Their variances over the batches are compared with Proposition 2 evaluated on "
+        "the population moments of the same layer's input (the whole training set with earlier "
+        "BN layers at their training-set statistics), with the exact finite-population "
+        "correction when sampling without replacement and the factor ((n-1)/n)^2 because BN "
+        "divides by the biased variance while eq. 13 is the variance of the unbiased one; the "
+        "formula as printed is kept in the var_*_prop2 columns. The prediction is exact for the "
+        "first BN layer; deeper, the population approximation ignores that earlier layers are "
+        "normalized by the same batch. For 2-D classification data, the BN layers are frozen "
+        "at each of R batches' statistics and the predicted class is evaluated on a grid: the "
+        "jitter band is the share of the grid where realizations disagree, the margin the mean "
+        "distance of the training points to each realization's boundary (grid-resolution "
+        "limited). Ghost BN uses its virtual batch size; conv layers count H·W positions as "
+        "samples (an approximation: positions of one image are correlated)."),
+    table="bn_jitter", families=("bn_jitter_boundaries", "bn_jitter_prop2"),
+    # no summary table: the report's summaries group by layer but not by batch size, and would
+    # pool the batch sizes as if they were seeds; the findings give the numbers per batch size
+    findings=findings,
+))

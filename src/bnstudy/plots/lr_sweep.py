@@ -1,0 +1,88 @@
+"""Learning-rate sweep: the final training loss of every run against its learning rate.
+
+Santurkar et al. (Fig. 1, §1) show that BN lets a network train at learning rates where the
+standard network diverges. Experiments of the same dataset and model that differ only in the
+training setup's lr give that range here; diverged runs are drawn at the top of their panel.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from . import Family, Section, norm_order, register, register_section
+
+
+def final_losses(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: lr, final train loss (inf when the run diverged), diverged."""
+    keys = ["experiment", "dataset", "model", "norm", "seed"]
+    rows = []
+    for key, g in df.groupby(keys):
+        train = g[g["split"] == "train"]
+        last = train[train["step"] == train["step"].max()]
+        diverged = bool(g["diverged"].any())
+        loss = np.inf if diverged or last.empty else float(last["loss"].iloc[0])
+        rows.append({**dict(zip(keys, key, strict=True)), "lr": float(g["lr"].iloc[0]),
+                     "final_train_loss": loss, "diverged": diverged})
+    return pd.DataFrame(rows)
+
+
+def draw(frames, options):
+    runs = final_losses(frames[0])
+    panels = runs.groupby(["dataset", "model"]).size().index.tolist()
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.0), squeeze=False)
+    order = norm_order(runs)
+    for ax, (ds, model) in zip(axes[0], panels, strict=True):
+        d = runs[(runs["dataset"] == ds) & (runs["model"] == model)].copy()
+        finite = d.loc[np.isfinite(d["final_train_loss"]), "final_train_loss"]
+        top = finite.max() * 2 if len(finite) else 1.0
+        d["plotted"] = d["final_train_loss"].where(np.isfinite(d["final_train_loss"]), top)
+        sns.lineplot(d[~d["diverged"]], x="lr", y="plotted", hue="norm", hue_order=order,
+                     marker="o", errorbar=("ci", 95), ax=ax)
+        div = d[d["diverged"]]
+        if len(div):
+            sns.scatterplot(div, x="lr", y="plotted", hue="norm", hue_order=order, marker="X",
+                            s=90, legend=False, ax=ax)
+            ax.axhline(top, color="grey", lw=0.8, ls=":")
+            ax.text(ax.get_xlim()[0], top, " diverged", va="bottom", fontsize=8, color="grey")
+        ax.set_xscale("log")
+        if len(finite) and finite.min() > 0:
+            ax.set_yscale("log")
+        ax.set_title(f"{ds} / {model}")
+        ax.set_ylabel("final train loss")
+    fig.suptitle("learning-rate sweep: final training loss by learning rate")
+    fig.tight_layout()
+    return fig
+
+
+def findings(frames) -> str:
+    runs = final_losses(frames["training"])
+    parts = []
+    for (ds, model, norm), g in runs.groupby(["dataset", "model", "norm"]):
+        lrs = sorted(g["lr"].unique())
+        if len(lrs) < 2:
+            continue
+        ok = sorted(g.loc[~g["diverged"], "lr"].unique())
+        parts.append(f"{ds}/{model} {norm}: trained at {len(ok)} of {len(lrs)} learning rates "
+                     f"(largest without divergence: {max(ok) if ok else 'none'})")
+    if not parts:
+        return "No dataset/model was trained at more than one learning rate in this study."
+    return "; ".join(parts) + "."
+
+
+register(Family(
+    "lr_sweep", draw, tables=("training",), module="lr_sweep", scope="study",
+    caption=("Final training loss of every run against its learning rate, one panel per "
+             "dataset/model, lines are means over seeds with 95% CIs; crosses at the top mark "
+             "runs that diverged. The range of learning rates a normalizer trains at is the "
+             "span of its line."),
+))
+
+register_section(Section(
+    "lr_sweep", "Learning-rate range", (
+        "Experiments that share a dataset and a model but differ in the training lr form a "
+        "learning-rate sweep (Santurkar et al.: BN allows larger learning rates)."),
+    table="training", families=("lr_sweep",), findings=findings,
+))

@@ -1,0 +1,329 @@
+"""Teacher-student figures (Luo et al. §4): generalization error against the load alpha with the
+closed forms overlaid, the batch-size effect on gamma^2 and the generalization error, and the
+learning curves that say how long training must run. All three are study-wide figures."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from .. import luo_theory as lt
+from ..tables import mean_ci
+from . import Family, Section, register, register_section
+
+CRITICAL = {"linear": 1.0, "relu": 2.0}  # where the vanilla closed form diverges
+PANEL = ["activation", "S", "N"]
+
+
+def _prepare(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of single-unit students, with ``arm`` (normalizer and batch) and ``err``."""
+    if df.empty or "alpha" not in df:
+        return df.iloc[0:0]
+    df = df[df["activation"].notna()].copy()
+    full = df["batch_size"] >= df["P"]
+    df["arm"] = np.where(full, df["norm"] + " (full batch)",
+                         df["norm"] + " (M=" + df["batch_size"].astype(str) + ")")
+    df["err"] = df["gen_error"].fillna(df["test_mse"])
+    return df
+
+
+def _last(df: pd.DataFrame) -> pd.DataFrame:
+    if df.empty:
+        return df
+    last = df.groupby(["experiment", "norm", "seed"])["step"].transform("max")
+    return df[df["step"] == last]
+
+
+def main_arms(last: pd.DataFrame) -> list[str]:
+    """Arms measured at two or more loads (a batch-size sweep's single-load arms are left out)."""
+    n = last.groupby("arm")["alpha"].nunique()
+    arms = list(n[n >= 2].index) or list(n.index)
+    return sorted(arms, key=lambda a: (not a.startswith("none"), a))
+
+
+def sweeps(last: pd.DataFrame) -> list[tuple]:
+    """(norm, alpha, activation, S, N) groups trained at two or more mini-batch sizes."""
+    mb = last[last["batch_size"] < last["P"]]
+    n = mb.groupby(["norm", "alpha", *PANEL])["batch_size"].nunique()
+    return list(n[n >= 2].index)
+
+
+def _empty(what: str) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(6, 1.4))
+    ax.axis("off")
+    ax.text(0.5, 0.5, what, ha="center", va="center")
+    return fig
+
+
+def _stats(g: pd.DataFrame, by: str, col: str) -> pd.DataFrame:
+    rows = [(k, *mean_ci(v[col])) for k, v in g.groupby(by)]
+    return pd.DataFrame(rows, columns=[by, "mean", "lo", "hi", "n"])
+
+
+def _errorbar(ax, st: pd.DataFrame, x: str, color, label: str, dx: float = 0.0, log=False):
+    lo = (st["mean"] - st["lo"]).fillna(0).clip(lower=0)
+    hi = (st["hi"] - st["mean"]).fillna(0).clip(lower=0)
+    xs = st[x] * (2 ** dx) if log else st[x] + dx
+    ax.errorbar(xs, st["mean"], yerr=[lo, hi], fmt="o", ms=5, capsize=3, color=color,
+                label=label)
+
+
+def _zeta(g: pd.DataFrame) -> float | None:
+    z = g["zeta"].dropna().round(12).unique()
+    return float(z[0]) if len(z) == 1 and z[0] > 0 else None
+
+
+def draw_alpha(frames, options):
+    last = _last(_prepare(frames[0]))
+    if last.empty:
+        return _empty("no teacher-student runs (single-unit students) in this study")
+    arms = main_arms(last)
+    last = last[last["arm"].isin(arms)]
+    panels = sorted(last.groupby(PANEL).groups)
+    colors = dict(zip(arms, sns.color_palette(n_colors=len(arms)), strict=True))
+    conv = str(last["convention"].iloc[0])
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11.0, 5.0 * len(panels)), squeeze=False)
+    for ax, (act, noise, n) in zip(axes[:, 0], panels, strict=True):
+        p = last[(last["activation"] == act) & (last["S"] == noise) & (last["N"] == n)]
+        lo_a, hi_a = float(p["alpha"].min()), float(p["alpha"].max())
+        grid = np.linspace(max(0.02, 0.5 * lo_a), hi_a + 0.25 * (hi_a - lo_a + 1), 600)
+        with np.errstate(all="ignore"):
+            ax.plot(grid, lt.eps_sgd(grid, noise, act), color="black", lw=1.6,
+                    label="closed form: vanilla SGD")
+            if act == "relu":
+                ax.plot(grid, np.where(grid < 2, 1 - grid / 4, np.nan), color="grey", lw=1,
+                        label="vanilla SGD, noise-free teacher (lower bound)")
+        present = [a for a in arms if a in set(p["arm"])]
+        curves: dict[tuple, list[str]] = {}  # (kind, zeta) -> arms, one line per curve
+        for arm in present:
+            g = p[p["arm"] == arm]
+            z = _zeta(g)
+            if z is not None and act == "linear":
+                curves.setdefault(("WN + gamma decay", z), []).append(arm)
+                if g["theory_shrinkage"].notna().any():
+                    curves.setdefault(("shrinkage mean field", z), []).append(arm)
+        for (kind, z), who in curves.items():
+            with np.errstate(all="ignore"):
+                y = (lt.eps_wn_linear(grid, noise, z, conv) if kind.startswith("WN")
+                     else lt.eps_shrinkage_linear(grid, noise, z))
+            ax.plot(grid, y, color=colors[who[0]], ls="--" if kind.startswith("WN") else ":",
+                    lw=1.3, label=f"{kind}, zeta={z:.3g} ({', '.join(who)})")
+        for k, arm in enumerate(present):
+            g = p[p["arm"] == arm]
+            st = _stats(g, "alpha", "err")
+            _errorbar(ax, st, "alpha", colors[arm], f"{arm}: measured ({len(g)} runs)",
+                      dx=0.004 * (k - (len(present) - 1) / 2) * (hi_a - lo_a + 1))
+        ax.axvline(CRITICAL[act], color="grey", lw=0.8, ls=":")
+        finite = p["err"][np.isfinite(p["err"])]
+        top = max(float(finite.max()) if len(finite) else 1.0, 1.2)
+        bottom = min(float(finite.min()) if len(finite) else 0.1,
+                     float(np.nanmin(lt.eps_sgd(grid, noise, act))))
+        ax.set_yscale("log")
+        ax.set_ylim(0.7 * bottom, 1.6 * top)
+        ax.set_xlabel("load alpha = P / N")
+        ax.set_ylabel("generalization error (noise-free teacher)")
+        ax.set_title(f"{act} student, N = {n}, S = {noise:g}")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.suptitle("Luo §4 teacher-student: generalization error vs load "
+                 f"(gamma-decay convention '{conv}')")
+    fig.tight_layout()
+    return fig
+
+
+def draw_batch(frames, options):
+    last = _last(_prepare(frames[0]))
+    groups = sweeps(last) if not last.empty else []
+    if not groups:
+        return _empty("no batch-size sweep in this study (one normalizer and load trained at "
+                      "two or more mini-batch sizes)")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    colors = sns.color_palette(n_colors=len(groups))
+    for color, (norm, alpha, act, noise, n) in zip(colors, groups, strict=True):
+        g = last[(last["norm"] == norm) & (last["alpha"] == alpha) & (last["activation"] == act)
+                 & (last["S"] == noise) & (last["N"] == n) & (last["batch_size"] < last["P"])]
+        label = f"{norm}, alpha={alpha:g}, N={n}"
+        ms = np.array(sorted(g["batch_size"].unique()))
+        zetas = g.groupby("batch_size")["zeta"].first().reindex(ms).to_numpy()
+        conv = str(g["convention"].iloc[0])
+        for ax, col, k in ((axes[0], "gamma2", 0), (axes[1], "err", None)):
+            _errorbar(ax, _stats(g, "batch_size", col), "batch_size", color,
+                      f"{label}: measured", log=True)
+            if act != "linear" or not np.all(np.isfinite(zetas)):
+                continue
+            if k == 0:
+                wn = [lt.order_parameters_wn_linear(alpha, noise, z, conv)[0] for z in zetas]
+                sh = [lt.order_parameters_shrinkage_linear(alpha, noise, z)[0] for z in zetas]
+            else:
+                wn = [lt.eps_wn_linear(alpha, noise, z, conv) for z in zetas]
+                sh = [lt.eps_shrinkage_linear(alpha, noise, z) for z in zetas]
+            ax.plot(ms, wn, color=color, ls="--", label="WN + gamma decay at zeta(M)")
+            ax.plot(ms, sh, color=color, ls=":", label="shrinkage mean field at zeta(M)")
+    for ax, what in zip(axes, ("gamma^2 = ||w~||^2 / N", "generalization error"), strict=True):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch size M")
+        ax.set_ylabel(what)
+        ax.legend(fontsize=7)
+    fig.suptitle("Batch size: BN's regularization weakens as M grows (Luo §2, Fig. 2e-f)")
+    fig.tight_layout()
+    return fig
+
+
+def draw_curves(frames, options):
+    df = _prepare(frames[0])
+    if df.empty:
+        return _empty("no teacher-student runs (single-unit students) in this study")
+    arms = main_arms(_last(df))
+    df = df[df["arm"].isin(arms)]
+    alphas = sorted(df["alpha"].unique())
+    fig, axes = plt.subplots(1, len(alphas), figsize=(3.6 * len(alphas), 3.8), squeeze=False,
+                             sharey=True)
+    for j, (ax, alpha) in enumerate(zip(axes[0], alphas, strict=True)):
+        g = df[df["alpha"] == alpha]
+        sns.lineplot(g, x="epochs", y="err", hue="arm", hue_order=[a for a in arms
+                     if a in set(g["arm"])], marker="o", errorbar=("ci", 95), ax=ax,
+                     legend=(j == len(alphas) - 1))
+        th = g["theory_sgd"].dropna()
+        if len(th) and np.isfinite(th.iloc[0]):
+            ax.axhline(float(th.iloc[0]), color="black", lw=1, ls="--")
+        ax.set_xscale("symlog", linthresh=1)
+        ax.set_xlim(left=0)
+        ax.set_yscale("log")
+        ax.set_title(f"alpha = {alpha:g}")
+        if j == len(alphas) - 1:
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        ax.set_xlabel("epochs")
+        ax.set_ylabel("generalization error")
+    fig.suptitle("Teacher-student learning curves (dashed: vanilla closed form)")
+    fig.tight_layout()
+    return fig
+
+
+register(Family(
+    "teacher_student_alpha", draw_alpha, tables=("teacher_student",),
+    module="teacher_student", scope="study", caption=(
+        "Luo Fig. 1: generalization error (exact, against the noise-free teacher) vs the load "
+        "alpha = P/N at each run's last checkpoint; dots are means with 95% CIs over all runs "
+        "at that load (run seeds and data draws pooled), per normalizer and batch size. Lines: "
+        "the closed forms of Luo §4 (solid: vanilla SGD; dashed: WN + gamma decay at the "
+        "zeta Luo equates with the arm; dotted: our shrinkage mean field for batch statistics "
+        "taken on the training set). The vertical line marks where vanilla SGD's closed form "
+        "diverges."),
+))
+register(Family(
+    "teacher_student_batch_size", draw_batch, tables=("teacher_student",),
+    module="teacher_student", scope="study", caption=(
+        "Batch-size sweep at one load: the student's gamma^2 = ||w~||^2/N (left) and its "
+        "generalization error (right) vs the batch size M, means with 95% CIs over runs, with "
+        "the WN + gamma decay closed forms at zeta(M) (dashed) and the shrinkage mean field "
+        "(dotted). Luo's claim: smaller batches regularize more (smaller gamma^2)."),
+))
+register(Family(
+    "teacher_student_curves", draw_curves, tables=("teacher_student",),
+    module="teacher_student", scope="study", caption=(
+        "Generalization error over training (epochs, symmetric-log) at each load, per arm, "
+        "mean and 95% CI over runs; dashed: the vanilla closed form. Read off how long training "
+        "must run for the measured error to settle."),
+))
+
+
+SECTION_TEXT = (
+    "Luo §4's teacher-student regression. Data (dataset kind teacher_student): x ~ N(0, I/N), a "
+    "linear teacher w* with ||w*||^2/N = 1, training targets w*^T x + s with label noise s ~ "
+    "N(0, S) fixed per example, P = alpha N training samples; each load alpha is one dataset "
+    "per data seed, and the teacher and test set do not depend on alpha. The student is the "
+    "study's single-unit model (mlp of depth 1 and width 1: linear map, normalizer, identity "
+    "(slope 1) or ReLU unit, then the 1x1 head). The generalization error is Luo's Eq. 16-17 "
+    "against the noise-free teacher, computed exactly from the student's affine "
+    "pre-activation in eval mode (test_mse is the same on the test set). Closed forms "
+    "(bnstudy.luo_theory): vanilla SGD is the minimum-norm least-squares error (the limit of "
+    "long training at vanishing learning rate); WN + gamma decay is Krogh & Hertz's ridge "
+    "error, with the ridge lam = zeta as the paper prints it (convention 'paper'; 'loss' uses "
+    "lam = alpha zeta, what the paper's loss (1/P) sum (.)^2 + zeta gamma^2 implies); BN is "
+    "compared with WN + gamma decay at the zeta Luo App. C.3 equates with it for the plain "
+    "mean squared error: 1/(2M) for sigma_B (weightnorm_varonly_bn, the paper's BN student "
+    "without mu_B), 3/(2M) with mu_B (batchnorm), M the training batch size. The dotted "
+    "'shrinkage' curve is ours: BN's batch statistics are statistics of the training set, so "
+    "its mean-field penalty is zeta w~^T A w~ (A = X^T X) rather than a ridge; its minimizer "
+    "is least squares shrunk by 1/(1 + zeta), which still diverges at alpha = 1. The erm_* "
+    "columns give the exact minimizers' errors on each training set, separating data-draw "
+    "scatter (erm vs closed form) from optimization (measured vs erm). Caveats of this "
+    "student: for alpha < 1 the component of w outside the training inputs' span is never "
+    "trained, so scale-invariant students (BN, WN) keep their initialization's component "
+    "there and exceed the closed forms; the head's weight multiplies the normalizer's gamma, "
+    "so an explicit gamma decay (weightnorm_gamma_decay) is evaded by the head over long "
+    "training (the table's norm_gamma2 and head_weight show it); the biases of the map and "
+    "head give the mlp an intercept the paper's student lacks.")
+
+
+def _verdict_vanilla(last: pd.DataFrame) -> list[str]:
+    out = []
+    van = last[(last["theory"] == last["theory_sgd"]) & np.isfinite(last["theory"])]
+    for arm, g in van.groupby("arm"):
+        act = g["activation"].iloc[0]
+        away = g[(g["alpha"] - CRITICAL[act]).abs() >= 0.5]
+        if away.empty:
+            continue
+        rel = {a: mean_ci(h["err"])[0] / float(h["theory"].iloc[0]) - 1
+               for a, h in away.groupby("alpha")}
+        worst = max(abs(r) for r in rel.values())
+        draw = {a: mean_ci(h["erm_sgd"])[0] / float(h["theory"].iloc[0]) - 1
+                for a, h in away.groupby("alpha")}
+        ep = float(away["epochs"].max())
+        out.append(
+            f"Vanilla target, {arm}, loads at least 0.5 from the divergence point "
+            f"({', '.join(f'{a:g}: {r:+.1%}' for a, r in rel.items())}; the exact least-squares "
+            f"minimizers of the same training sets: "
+            f"{', '.join(f'{a:g}: {r:+.1%}' for a, r in draw.items() if np.isfinite(r))}) after "
+            f"{ep:.0f} epochs: {'within' if worst <= 0.10 else 'NOT within'} 10% of the closed "
+            f"form (largest deviation {worst:.1%}).")
+    return out
+
+
+def _fmt(values) -> str:
+    m, lo, hi, n = mean_ci(values)
+    return f"{m:.3g}" + (f" [{lo:.3g}, {hi:.3g}]" if np.isfinite(lo) else "")
+
+
+def findings(frames: dict[str, pd.DataFrame]) -> str:
+    df = frames.get("teacher_student")
+    last = _last(_prepare(df)) if df is not None else pd.DataFrame()
+    if last.empty:
+        return "No teacher-student runs."
+    parts = []
+    for arm in main_arms(last):
+        g = last[last["arm"] == arm]
+        items = []
+        for alpha, h in g.groupby("alpha"):
+            th, sh = float(h["theory"].iloc[0]), float(h["theory_shrinkage"].iloc[0])
+            if np.isfinite(th) and th > 0:
+                vs = f"{th:.3g} ({mean_ci(h['err'])[0] / th - 1:+.0%})"
+            else:
+                vs = "a diverging closed form" if th == np.inf else "no closed form"
+            items.append(f"alpha {alpha:g}: {_fmt(h['err'])} vs {vs}"
+                         + (f", shrinkage {sh:.3g}" if np.isfinite(sh) else ""))
+        z = _zeta(g)
+        what = f"zeta={z:.3g}" if z else "vanilla"
+        parts.append(f"{arm} [{len(g)} runs; theory {what}; "
+                     f"measured mean [95% CI] vs closed form]: " + "; ".join(items) + ".")
+    parts += _verdict_vanilla(last)
+    for norm, alpha, _act, _noise, n in sweeps(last):
+        g = last[(last["norm"] == norm) & (last["alpha"] == alpha) & (last["N"] == n)
+                 & (last["batch_size"] < last["P"])]
+        by = g.groupby("batch_size")
+        parts.append(f"Batch-size sweep ({norm}, alpha {alpha:g}): gamma^2 "
+                     + ", ".join(f"M={m}: {_fmt(h['gamma2'])}" for m, h in by)
+                     + "; generalization error "
+                     + ", ".join(f"M={m}: {_fmt(h['err'])}" for m, h in by) + ".")
+    return " ".join(parts)
+
+
+register_section(Section(
+    "teacher_student", "Teacher-student generalization (Luo et al. §4)", SECTION_TEXT,
+    table="teacher_student",
+    families=("teacher_student_alpha", "teacher_student_batch_size", "teacher_student_curves"),
+    summary_columns=("alpha", "gen_error", "theory", "rel_error", "erm_theory", "gamma2"),
+    summary_filter={"last_step": True},
+    findings=findings,
+))

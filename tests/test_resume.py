@@ -1,0 +1,203 @@
+"""A training run killed mid-way and restarted ends exactly like an uninterrupted run.
+
+``training.train(..., resume_path=...)`` saves the whole trainer state at every checkpoint step;
+a restart continues from the latest one. Two ways of killing it are tested:
+
+- in-process: the optimizer raises at update ``n`` (a crash at an exact step, for every
+  normalizer, including chained crashes), then training is called again;
+- a real ``SIGKILL`` of the ``python -m bnstudy train`` process once its resume file holds a
+  mid-run checkpoint, then the same command again (what a SLURM retry does).
+
+Equality is exact: every checkpoint (weights, BN buffers, momentum buffers, batch indices) and
+every history row except ``wall_time``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from conftest import make_spec
+
+from bnstudy import checkpoints, data, normalizers, training
+
+TRAINING = {"lr": 0.05, "momentum": 0.9, "batch_size": 16, "steps": 20, "eval_every": 5,
+            "checkpoints": [0, 1, 5, 10, 15]}
+MODEL = {"arch": "mlp", "depth": 3, "width": 16}
+
+
+_MAKE_OPTIMIZER = training.make_optimizer
+
+
+class Killed(Exception):
+    """Stands for the job being killed."""
+
+
+def _counting(monkeypatch, crash_at=None) -> dict:
+    """Patch the trainer's optimizer: count updates; raise Killed before update ``crash_at``."""
+    seen = {"updates": 0}
+
+    def make_optimizer(model, cfg):
+        opt = _MAKE_OPTIMIZER(model, cfg)
+        step = opt.step
+
+        def counted_step(*args, **kwargs):
+            if crash_at is not None and seen["updates"] == crash_at:
+                raise Killed
+            seen["updates"] += 1
+            return step(*args, **kwargs)
+
+        opt.step = counted_step
+        return opt
+
+    monkeypatch.setattr(training, "make_optimizer", make_optimizer)
+    return seen
+
+
+def assert_same_run(a: dict, b: dict) -> None:
+    assert [c["step"] for c in a["checkpoints"]] == [c["step"] for c in b["checkpoints"]]
+    for ca, cb in zip(a["checkpoints"], b["checkpoints"], strict=True):
+        assert torch.equal(ca["batch"], cb["batch"]), ca["step"]
+        assert ca["model"].keys() == cb["model"].keys()
+        for k in ca["model"]:
+            assert torch.equal(ca["model"][k], cb["model"][k]), (ca["step"], k)
+        sa, sb = ca["optimizer"]["state"], cb["optimizer"]["state"]
+        assert sa.keys() == sb.keys(), ca["step"]
+        for k in sa:
+            for name in sa[k]:
+                assert torch.equal(torch.as_tensor(sa[k][name]), torch.as_tensor(sb[k][name]))
+    ha = pd.DataFrame(a["history"]).drop(columns="wall_time")
+    hb = pd.DataFrame(b["history"]).drop(columns="wall_time")
+    pd.testing.assert_frame_equal(ha, hb, check_exact=True)
+    assert a["diverged"] == b["diverged"]
+
+
+def _spec(norm):
+    return make_spec(norm=norm, model=MODEL, training=TRAINING)
+
+
+@pytest.mark.parametrize("norm", sorted(normalizers.REGISTRY))
+def test_crash_and_resume_equals_uninterrupted(norm, star, tmp_path, monkeypatch):
+    spec = _spec(norm)
+    try:
+        full = training.train(spec, star, "cpu")
+    except ValueError as e:  # a normalizer that does not apply to this MLP
+        pytest.skip(f"{norm} does not build on {MODEL}: {e}")
+    path = tmp_path / "resume.pt"
+    # crash before update 12: the latest checkpoint is step 10, so 10 updates are redone
+    _counting(monkeypatch, crash_at=12)
+    with pytest.raises(Killed):
+        training.train(spec, star, "cpu", resume_path=path)
+    assert torch.load(path, weights_only=True)["step"] == 10
+    seen = _counting(monkeypatch)
+    resumed = training.train(spec, star, "cpu", resume_path=path)
+    assert seen["updates"] == TRAINING["steps"] - 10, "the restart did not resume from step 10"
+    assert_same_run(full, resumed)
+
+
+def test_repeated_crashes_and_a_crash_at_a_checkpoint(star, tmp_path, monkeypatch):
+    spec = _spec("batchnorm")
+    full = training.train(spec, star, "cpu")
+    path = tmp_path / "resume.pt"
+    # killed right at checkpoint 5 (before its update), then again right after checkpoint 15
+    for crash_at, latest in ((5, 5), (11, 15)):
+        _counting(monkeypatch, crash_at=crash_at)
+        with pytest.raises(Killed):
+            training.train(spec, star, "cpu", resume_path=path)
+        assert torch.load(path, weights_only=True)["step"] == latest
+    seen = _counting(monkeypatch)
+    resumed = training.train(spec, star, "cpu", resume_path=path)
+    assert seen["updates"] == TRAINING["steps"] - 15
+    assert_same_run(full, resumed)
+
+
+def test_a_resume_file_from_another_run_is_ignored(star, linear_ds, tmp_path, monkeypatch):
+    path = tmp_path / "resume.pt"
+    _counting(monkeypatch, crash_at=12)
+    with pytest.raises(Killed):
+        training.train(_spec("batchnorm"), star, "cpu", resume_path=path)
+    seen = _counting(monkeypatch)
+    # another spec (seed): starts afresh
+    other = make_spec(norm="batchnorm", seed=1, model=MODEL, training=TRAINING)
+    assert_same_run(training.train(other, star, "cpu"),
+                    training.train(other, star, "cpu", resume_path=path))
+    assert seen["updates"] == 2 * TRAINING["steps"]
+    # the same spec on other data (a dataset whose options changed): starts afresh too
+    moved = data.make("star2d", {"n_train": 64, "n_test": 64, "seed": 1})
+    seen["updates"] = 0
+    _counting(monkeypatch, crash_at=12)
+    with pytest.raises(Killed):
+        training.train(_spec("batchnorm"), star, "cpu", resume_path=path)
+    seen = _counting(monkeypatch)
+    assert_same_run(training.train(_spec("batchnorm"), moved, "cpu"),
+                    training.train(_spec("batchnorm"), moved, "cpu", resume_path=path))
+    assert seen["updates"] == 2 * TRAINING["steps"]
+
+
+def test_a_resume_file_from_other_code_is_ignored(star, tmp_path, monkeypatch):
+    """A job rerun because its code changed must not continue the old code's state."""
+    spec, path = _spec("batchnorm"), tmp_path / "resume.pt"
+    _counting(monkeypatch, crash_at=12)
+    with pytest.raises(Killed):
+        training.train(spec, star, "cpu", resume_path=path)
+    # the same package with one module edited: the key hashes the package next to __file__
+    pkg = tmp_path / "bnstudy"
+    shutil.copytree(Path(training.__file__).parent, pkg,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    with open(pkg / "models.py", "a") as f:
+        f.write("\n# edited\n")
+    monkeypatch.setattr(training, "__file__", str(pkg / "training.py"))
+    seen = _counting(monkeypatch)
+    training.train(spec, star, "cpu", resume_path=path)
+    assert seen["updates"] == TRAINING["steps"], "resumed a state saved by other code"
+
+
+def test_sigkilled_cli_training_resumes_to_identical_outputs(tmp_path):
+    """The train verb as the workflow runs it, killed with SIGKILL mid-run, then rerun."""
+    ds = data.make("star2d", {"n_train": 64, "n_test": 64, "seed": 0})
+    npz = tmp_path / "star.npz"
+    data.save(ds, npz)
+    steps = 1500  # a second or more: a window to kill it in after the step-500 checkpoint
+    spec = make_spec(norm="batchnorm", model=MODEL, training={
+        **TRAINING, "steps": steps, "eval_every": 100, "checkpoints": [0, 500, 1000]})
+    resume = tmp_path / "resume.pt"
+    out_ckpt, out_hist = tmp_path / "checkpoints.pt", tmp_path / "history.parquet"
+    cmd = [sys.executable, "-m", "bnstudy", "train", "--data", str(npz), "--spec",
+           json.dumps(spec), "--device", "cpu", "--threads", "1", "--resume", str(resume),
+           "--out-checkpoints", str(out_ckpt), "--out-history", str(out_hist)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if resume.exists() and torch.load(resume, weights_only=True)["step"] >= 500:
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, f"training ended before it could be killed: " \
+                                    f"{proc.stdout.read().decode()[-2000:]}"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    assert resume.exists() and not out_ckpt.exists() and not out_hist.exists()
+    killed_at = torch.load(resume, weights_only=True)["step"]
+    rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert not resume.exists(), "the resume file must be deleted after success"
+    full = training.train(spec, data.load(npz), "cpu")
+    run = checkpoints.load(out_ckpt)
+    assert_same_run(full, {**run, "history": pd.read_parquet(out_hist)[
+        ["step", "split", "loss", "accuracy", "lr", "wall_time"]].to_dict("records")})
+    assert killed_at in (500, 1000)

@@ -1,0 +1,209 @@
+"""A tiny copy of the study for workflow tests: project copy, shrunken config, Snakemake calls.
+
+The project copy (Snakefile, workflow/, config/, src/) lives in a temporary directory, so tests
+may edit its modules (the workflow hashes ``<copy>/src/bnstudy`` for its ``code`` params), and
+Snakemake and its jobs import the copy's package (PYTHONPATH), a snapshot unaffected by later
+edits of the working tree. The tiny config keeps every measure and analysis section of
+``config/config.yaml`` (so measures added later are covered too) but only one small experiment.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+COPIED = ("Snakefile", "workflow", "config", "src", "profiles", "environment.yml")
+# Columns that legitimately differ between two runs of the same study.
+VOLATILE_COLUMNS = ("wall_time", "seconds", "runtime", "duration", "time_s")
+
+
+def tiny_config(results: Path, norms=("none", "batchnorm"), seeds=(0,), steps=1000) -> dict:
+    """config/config.yaml shrunk to one star2d experiment of ``steps`` SGD steps.
+
+    Two runs: the baseline every claim compares with, and BatchNorm (the normalizer with the
+    most state: running buffers); train jobs long enough (a few seconds) to be killed mid-run.
+    """
+    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    cfg["results"] = str(results)
+    cfg["device"] = "cpu"
+    cfg["threads"] = 1
+    cfg["datasets"] = {"star2d": {"kind": "star2d", "options": {
+        "n_train": 64, "n_test": 64, "n_arms": 4, "noise": 0.03, "seed": 0}}}
+    cfg["models"] = {"mlp_tiny": {"arch": "mlp", "depth": 3, "width": 16, "slope": 0.0,
+                                  "init": "kaiming"}}
+    cfg["trainings"] = {"tiny_sgd": {"lr": 0.05, "momentum": 0.9, "batch_size": 16,
+                                     "steps": steps, "eval_every": 50,
+                                     "checkpoints": [0, 1, steps // 2]}}
+    cfg["experiments"] = {"star": {"dataset": "star2d", "model": "mlp_tiny",
+                                   "training": "tiny_sgd", "norms": list(norms),
+                                   "seeds": list(seeds)}}
+    return cfg
+
+
+def copy_project(dst: Path, results: Path | None = None, **tiny) -> Path:
+    """Copy the workflow into ``dst``, its config/config.yaml replaced by the tiny config."""
+    dst.mkdir(parents=True, exist_ok=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
+    for name in COPIED:
+        src = REPO / name
+        if src.is_symlink():
+            os.symlink(os.readlink(src), dst / name)
+        elif src.is_dir():
+            shutil.copytree(src, dst / name, ignore=ignore, symlinks=True)
+        elif src.exists():
+            shutil.copy2(src, dst / name)
+    # The copy's config/config.yaml *is* the tiny config: a ``--configfile`` would be deep-merged
+    # with the Snakefile's ``configfile: "config/config.yaml"`` and keep its other experiments.
+    cfg = tiny_config(results or dst / "results", **tiny)
+    (dst / "config" / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return dst
+
+
+def env(project: Path, extra_path: Path | None = None, extra_env: dict | None = None) -> dict:
+    """The environment for Snakemake on ``project``: this interpreter's bin/ first on PATH (jobs
+    call ``python``) and the copy's ``src`` first on PYTHONPATH, so that the workflow and its
+    jobs run the copied package, unaffected by edits to the working tree during the test."""
+    e = {**os.environ, **(extra_env or {})}
+    e["PYTHONPATH"] = os.pathsep.join(
+        [str(project / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
+    paths = [str(Path(sys.executable).parent)]
+    if extra_path is not None:
+        paths.insert(0, str(extra_path))
+    e["PATH"] = os.pathsep.join([*paths, e.get("PATH", "")])
+    e.setdefault("OMP_NUM_THREADS", "1")
+    return e
+
+
+def snakemake(project: Path, *args: str, timeout: float = 600, extra_path=None,
+              extra_env=None, check: bool = True) -> subprocess.CompletedProcess:
+    """Run Snakemake on the tiny config in ``project``; raise with its output on failure."""
+    cmd = [sys.executable, "-m", "snakemake", *args]
+    proc = subprocess.run(cmd, cwd=project, env=env(project, extra_path, extra_env),
+                          capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n"
+                             f"{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}")
+    return proc
+
+
+_RULE = re.compile(r"^(?:local)?rule (\w+):$")
+_FIELD = re.compile(r"^(reason|wildcards|input|output): (.*)$")
+
+
+def planned_jobs(output: str) -> list[dict]:
+    """The jobs a ``snakemake -n`` output lists: ``{"rule", "reason", "wildcards", "input",
+    "output"}`` each (files as lists)."""
+    jobs = []
+    for line in output.splitlines():
+        line = line.strip()
+        m = _RULE.match(line)
+        if m:
+            jobs.append({"rule": m.group(1), "reason": "", "wildcards": {}, "input": [],
+                         "output": []})
+            continue
+        m = _FIELD.match(line)
+        if m and jobs:
+            key, value = m.groups()
+            if key == "reason":
+                jobs[-1]["reason"] = value.strip()
+            elif key == "wildcards":
+                jobs[-1]["wildcards"] = dict(kv.split("=", 1) for kv in value.split(", "))
+            else:
+                jobs[-1][key] = value.split(", ")
+    return jobs
+
+
+def downstream(jobs: list[dict], start) -> list[dict]:
+    """The jobs ``start(job)`` selects and every job that consumes their outputs, transitively
+    (the DAG read from the input/output files of a dry run's job list)."""
+    chosen = [j for j in jobs if start(j)]
+    made = {f for j in chosen for f in j["output"]}
+    rest = [j for j in jobs if not start(j)]
+    grew = True
+    while grew:
+        grew = False
+        for j in list(rest):
+            if made.intersection(j["input"]):
+                chosen.append(j)
+                made.update(j["output"])
+                rest.remove(j)
+                grew = True
+    return chosen
+
+
+def job_keys(jobs: list[dict]) -> list[tuple]:
+    """Sorted ``(rule, wildcards...)`` identities, for comparing two job lists."""
+    return sorted((j["rule"], *sorted(j["wildcards"].items())) for j in jobs)
+
+
+def read_tables(results: Path) -> dict[str, pd.DataFrame]:
+    """Every aggregated table, sorted, without columns that vary between identical runs."""
+    out = {}
+    for path in sorted((results / "tables").glob("*.parquet")):
+        df = pd.read_parquet(path)
+        df = df.drop(columns=[c for c in df.columns if c in VOLATILE_COLUMNS])
+        keys = [c for c in df.columns if df[c].map(lambda v: isinstance(v, (str, int, float,
+                                                                              bool))).all()]
+        out[path.stem] = df.sort_values(keys).reset_index(drop=True) if keys else df
+    return out
+
+
+def assert_tables_equal(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame]) -> None:
+    assert sorted(a) == sorted(b), f"different tables: {sorted(a)} vs {sorted(b)}"
+    for name in a:
+        pd.testing.assert_frame_equal(a[name], b[name], check_exact=True, obj=f"table {name}")
+
+
+_LOCAL: dict = {}
+
+
+def local_study(tmp_path_factory) -> dict:
+    """The tiny study run to completion locally, once per test session (rerun and SLURM tests
+    share it: test modules wrap this in their own fixture)."""
+    if not _LOCAL:
+        project = copy_project(tmp_path_factory.mktemp("local") / "project")
+        t0 = time.perf_counter()
+        snakemake(project, "--cores", "2")
+        _LOCAL.update(project=project, results=project / "results",
+                      seconds=time.perf_counter() - t0)
+    return _LOCAL
+
+
+def imported_modules(entries, src: Path) -> set[str]:
+    """``entries`` (paths relative to the package dir ``src``) and every package module they
+    import, transitively -- the test's own reading of the imports, to cross-check the workflow's
+    code hashes."""
+    import ast
+
+    def resolve(parts):
+        for cand in (f"{'/'.join(parts)}.py", "/".join([*parts, "__init__.py"])):
+            if parts and (src / cand).is_file():
+                return cand
+        return "__init__.py" if not parts else None
+
+    todo, seen = list(entries), set()
+    while todo:
+        rel = todo.pop()
+        if rel in seen or rel is None:
+            continue
+        seen.add(rel)
+        here = list(Path(rel).parent.parts)
+        for node in ast.walk(ast.parse((src / rel).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = [*here[: len(here) - node.level + 1],
+                        *filter(None, (node.module or "").split("."))]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bnstudy"):
+                base = node.module.split(".")[1:]
+            else:
+                continue
+            todo.extend(resolve([*base, a.name]) or resolve(base) for a in node.names)
+    return seen

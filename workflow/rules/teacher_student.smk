@@ -1,0 +1,20 @@
+rule teacher_student:
+    input:
+        data=run_dataset,
+        checkpoints=run_out("checkpoints.pt"),
+    output:
+        teacher_student=run_out("teacher_student.parquet"),
+    params:
+        options=measure_options("teacher_student"),
+        device=config["device"],
+        code=measure_code("teacher_student"),
+    threads: config["threads"]
+    log:
+        "logs/teacher_student/{experiment}/{norm}/seed{seed}.log",
+    conda:
+        "../../environment.yml"
+    shell:
+        "python -m bnstudy measure teacher_student --data {input.data}"
+        " --checkpoints {input.checkpoints} --options {params.options:q}"
+        " --device {params.device} --threads {threads}"
+        " --out teacher_student={output.teacher_student} > {log} 2>&1"
