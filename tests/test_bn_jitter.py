@@ -250,6 +250,11 @@ def test_run_tables_and_figures(star, linear_ds, tmp_path):
         fam = plots.FAMILIES[name]
         fig = fam.draw([tables[t] for t in fam.tables], {})
         fig.savefig(tmp_path / f"{name}.png")
+    none = {t: f[f["norm"] == "none"] for t, f in tables.items()}  # not applicable: a message
+    for name in ("bn_jitter_boundaries", "bn_jitter_prop2"):
+        fam = plots.FAMILIES[name]
+        fam.draw([none[t] for t in fam.tables], {}).savefig(tmp_path / f"{name}_none.png")
+    assert "not applicable" in bjplots.findings(none)
     text = bjplots.findings(tables)
     assert "|B|=8 band" in text and "at init (step 0)" in text and "first BN layer" in text
     # a regression data set (no boundary) with a deep linear network

@@ -42,6 +42,13 @@ and predicted variances, ``ratio_*`` = mean empirical / mean predicted, ``median
 median over units of the per-unit ratios; plus one ``layer="boundary"`` row per (step, batch size)
 for 2-D classification data (:mod:`bnstudy.bn_jitter_maps`). A run without BN layers gets rows
 with ``applicable = False``. The measure never changes the model it is given (deep copies).
+
+Options (config section ``bn_jitter``): ``batch_sizes`` ([16, 256]), ``n_batches`` (K, 200),
+``sampling`` ("without_replacement" | "with_replacement"), ``checkpoints`` ("all" | "first_last":
+the run's checkpoints measured), ``realizations`` (R, 32: decision boundaries per batch size),
+``grid_resolution`` (100) and ``grid_margin`` (0.1) of the boundary grid, ``map_resolution``
+(40) and ``map_realizations`` (8) of the stored maps, ``seed`` (0), ``chunk_rows`` (65536: rows
+per forward pass of the population and grid passes).
 """
 
 from __future__ import annotations

@@ -105,6 +105,16 @@ CLAIMS = (
           "log((boundaries near train + .5) / (near random + .5)) at step 0, all layers, "
           "middle radius", _pd_concentration, ("batchnorm", "batchnorm_fixed_affine"),
           rule="more"),
+    Claim("pd_data_zero_bias", "Balestriero & Baraniuk", "BN concentrates the spline partition near the "
+          "data, not near random points, at random initialization", "partition_density",
+          "log((boundaries near train + .5) / (near random + .5)) at step 0, all layers, "
+          "middle radius", _pd_concentration, ("batchnorm", "batchnorm_fixed_affine"),
+          rule="more", baseline="zero_bias"),
+    Claim("pd_data_random_bias", "Balestriero & Baraniuk", "BN concentrates the spline partition near the "
+          "data, not near random points, at random initialization", "partition_density",
+          "log((boundaries near train + .5) / (near random + .5)) at step 0, all layers, "
+          "middle radius", _pd_concentration, ("batchnorm", "batchnorm_fixed_affine"),
+          rule="more", baseline="random_bias"),
     Claim("ics_grad", "Santurkar et al.", "BN does not reduce (gradient) internal covariate "
           "shift", "ics", "1 - cos(G, G') averaged over layers 2.. and checkpoints", _ics,
           ("batchnorm",), rule="no_less", margin=0.02),
