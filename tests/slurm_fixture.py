@@ -135,7 +135,7 @@ def _parse_oneliner(line: str) -> dict:
             fields[key] = value
         elif key is not None:  # a value with spaces (e.g. Comment=..., Command=...)
             fields[key] += " " + tok
-    return fields
+    return {k: v.strip() for k, v in fields.items()}
 
 
 def _write_config(root: Path, cpus: int, memory_mb: int) -> Path:

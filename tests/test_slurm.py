@@ -60,7 +60,8 @@ def _cancel_train_when_resumable(cluster, resume, stop: threading.Event, record:
 
 @pytest.fixture(scope="module")
 def slurm_study(cluster, tmp_path_factory) -> dict:
-    project = tiny_study.copy_project(tmp_path_factory.mktemp("slurm") / "project")
+    project = tiny_study.copy_project(tmp_path_factory.mktemp("slurm") / "project",
+                                      source=tiny_study.snapshot(tmp_path_factory))
     resume = project.joinpath("results", "runs", *RUN[:2], f"seed{RUN[2]}", "resume.pt")
     cmd = [sys.executable, "-m", "snakemake", "--workflow-profile", "workflow/profiles/slurm",
            "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
@@ -99,8 +100,8 @@ def _rule(job: dict) -> str:
     return comment
 
 
-def _config_sections() -> set[str]:
-    return set(yaml.safe_load((tiny_study.REPO / "config" / "config.yaml").read_text()))
+def _config_sections(project) -> set[str]:
+    return set(yaml.safe_load((project / "config" / "config.yaml").read_text()))
 
 
 def test_profile_groups_every_measure():
@@ -172,8 +173,9 @@ def test_measures_of_a_run_share_one_cluster_job(slurm_study):
     assert rules.count("tables") == 1 and rules.count("figures") == 1, rules
     for rule in (*measures.REGISTRY, "aggregate", "plot", "plot_study", "report"):
         assert rule not in rules, f"{rule} was submitted on its own: {rules}"
+    sections = _config_sections(slurm_study["project"])
     for group in (j for j in slurm_study["jobs"] if _rule(j) in GROUPS):
-        assert all(m in group["Comment"] for m in measures.REGISTRY if m in _config_sections())
+        assert all(m in group["Comment"] for m in measures.REGISTRY if m in sections), group
 
 
 @pytest.mark.workflow

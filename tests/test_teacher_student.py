@@ -98,6 +98,7 @@ def test_measure_rows_columns_and_converged_vanilla(ds, gd_run):
     last = rows[-1]
     assert last["alpha"] == 2.0 and last["N"] == 30 and last["P"] == 60 and last["S"] == 0.25
     assert last["batch_size"] == 60 and last["epochs"] == 300 and last["activation"] == "linear"
+    assert last["data_seed"] == 3
     # exact error = the noise-free test set's MSE up to sampling error
     assert last["gen_error"] == pytest.approx(last["test_mse"], rel=0.08)
     assert last["theory"] == last["theory_sgd"] == luo_theory.eps_sgd_linear(2.0, 0.25)

@@ -26,13 +26,14 @@ COPIED = ("Snakefile", "workflow", "config", "src", "profiles", "environment.yml
 VOLATILE_COLUMNS = ("wall_time", "seconds", "runtime", "duration", "time_s")
 
 
-def tiny_config(results: Path, norms=("none", "batchnorm"), seeds=(0,), steps=1000) -> dict:
+def tiny_config(results: Path, norms=("none", "batchnorm"), seeds=(0,), steps=1000,
+                source: Path = REPO) -> dict:
     """config/config.yaml shrunk to one star2d experiment of ``steps`` SGD steps.
 
     Two runs: the baseline every claim compares with, and BatchNorm (the normalizer with the
     most state: running buffers); train jobs long enough (a few seconds) to be killed mid-run.
     """
-    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    cfg = yaml.safe_load((source / "config" / "config.yaml").read_text())
     cfg["results"] = str(results)
     cfg["device"] = "cpu"
     cfg["threads"] = 1
@@ -49,21 +50,39 @@ def tiny_config(results: Path, norms=("none", "batchnorm"), seeds=(0,), steps=10
     return cfg
 
 
-def copy_project(dst: Path, results: Path | None = None, **tiny) -> Path:
-    """Copy the workflow into ``dst``, its config/config.yaml replaced by the tiny config."""
+_SNAPSHOT: dict = {}
+
+
+def snapshot(tmp_path_factory) -> Path:
+    """One copy of the working tree per test session: every project of the session is copied
+    from it, so that runs compared with each other ran the same code even while the tree is
+    being edited."""
+    if not _SNAPSHOT:
+        _SNAPSHOT["path"] = _copy_tree(REPO, tmp_path_factory.mktemp("snapshot"))
+    return _SNAPSHOT["path"]
+
+
+def _copy_tree(source: Path, dst: Path) -> Path:
     dst.mkdir(parents=True, exist_ok=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
     for name in COPIED:
-        src = REPO / name
+        src = source / name
         if src.is_symlink():
             os.symlink(os.readlink(src), dst / name)
         elif src.is_dir():
             shutil.copytree(src, dst / name, ignore=ignore, symlinks=True)
         elif src.exists():
             shutil.copy2(src, dst / name)
+    return dst
+
+
+def copy_project(dst: Path, results: Path | None = None, source: Path = REPO, **tiny) -> Path:
+    """Copy the workflow (from ``source``: the repository or a :func:`snapshot`) into ``dst``,
+    its config/config.yaml replaced by the tiny config."""
+    _copy_tree(source, dst)
     # The copy's config/config.yaml *is* the tiny config: a ``--configfile`` would be deep-merged
     # with the Snakefile's ``configfile: "config/config.yaml"`` and keep its other experiments.
-    cfg = tiny_config(results or dst / "results", **tiny)
+    cfg = tiny_config(results or dst / "results", source=source, **tiny)
     (dst / "config" / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     return dst
 
@@ -170,7 +189,8 @@ def local_study(tmp_path_factory) -> dict:
     """The tiny study run to completion locally, once per test session (rerun and SLURM tests
     share it: test modules wrap this in their own fixture)."""
     if not _LOCAL:
-        project = copy_project(tmp_path_factory.mktemp("local") / "project")
+        project = copy_project(tmp_path_factory.mktemp("local") / "project",
+                               source=snapshot(tmp_path_factory))
         t0 = time.perf_counter()
         snakemake(project, "--cores", "2")
         _LOCAL.update(project=project, results=project / "results",

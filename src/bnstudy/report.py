@@ -123,7 +123,9 @@ def claims_section(ledger: pd.DataFrame, level: float) -> str:
             eff += f" (n={int(r['n_seeds'])})"
         vals = ""
         if pd.notna(r.get("value")):
-            vals = f"{r['value']:.4g} vs {r['baseline_value']:.4g} ({html.escape(r['baseline'])})"
+            vals = f"{r['value']:.4g}"
+            if pd.notna(r.get("baseline_value")) and isinstance(r.get("baseline"), str):
+                vals += f" vs {r['baseline_value']:.4g} ({html.escape(r['baseline'])})"
         note = html.escape(str(r.get("note") or ""))
         rows.append(
             f"<tr><td style='text-align:left'>{html.escape(r['paper'])}</td>"

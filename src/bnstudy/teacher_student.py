@@ -10,7 +10,9 @@ checkpoint (or only the last, ``checkpoints: last``) with:
   verified on test points; ``a, c`` from the head) has ``||a u - w*||^2 / N + (a b + c)^2`` for
   ``g`` the identity and a Gaussian closed form for ReLU. NaN for any other student.
   ``test_mse`` is the same quantity estimated on the noise-free test set (any model);
-  ``train_mse`` is the loss on the noisy training targets.
+  ``train_mse`` is the loss on the noisy training targets. Identifying columns: ``alpha``
+  (``P / N``), ``N``, ``P``, ``S``, ``data_seed`` (the dataset's draw: runs at one load pool
+  over draws), ``batch_size`` (``P`` for full batch), ``lr``, ``epochs``.
 - order parameters of the effective weight ``w~ = a u``: ``gamma2 = ||w~||^2 / N`` and the
   overlap ``R = cos(w~, w*)``; ``norm_gamma2``: the normalizer's own ``gamma^2`` (Luo Fig. 2e's
   quantity; in an ``mlp`` it trades off against the head weight ``head_weight``).
@@ -163,7 +165,7 @@ def exact_error(w: np.ndarray, u: np.ndarray, b: float, a: float, c: float, act:
     return float(1 + a * a * r2 + c * c - 2 * a * cov * p + 2 * a * c * r1)
 
 
-def zeta_of(run_spec: dict, model: nn.Module, block, act: str | None, o: dict, p: int):
+def zeta_of(run_spec: dict, block, act: str | None, o: dict, p: int):
     """(kind, zeta): kind 'sgd' | 'bn' | 'decay' | None; zeta NaN where the paper has none."""
     norm = run_spec["norm"]
     if norm in VANILLA:
@@ -233,7 +235,8 @@ def run(run: dict, ds, options: dict, device: torch.device) -> list[dict]:
     alpha, noise = p / n, float(ds.meta["noise_variance"])
     bsz = spec["training"].get("batch_size")
     base = {"alpha": alpha, "N": n, "P": p, "S": noise,
-            "batch_size": p if bsz in (None, "full", 0) else int(bsz),
+            "data_seed": int(ds.meta["options"].get("seed", 0)),
+            "batch_size": p if bsz in (None, "full", 0) else min(int(bsz), p),
             "lr": float(spec["training"]["lr"]), "diverged": bool(run["diverged"]),
             "convention": o["convention"], "bn_statistics": o["bn_statistics"]}
     xtr = torch.as_tensor(ds.x_train, device=device)
@@ -288,7 +291,7 @@ def _student_columns(spec, net, w, xte, o, alpha, noise, p) -> dict:
     if act is None:
         return out
     out["theory_sgd"] = float(luo_theory.eps_sgd(alpha, noise, act))
-    kind, zeta = zeta_of(spec, net, block, act, o, p)
+    kind, zeta = zeta_of(spec, block, act, o, p)
     out["zeta"] = zeta
     if kind == "sgd":
         out["theory"], out["_lam"] = out["theory_sgd"], 0.0
