@@ -1,6 +1,6 @@
 """A real single-node SLURM on loopback for the workflow tests, with a fake GPU.
 
-What it does (see /work/shared/notes/local-slurm.md for why each piece is there):
+What it does (the workspace notes ../shared/notes/local-slurm.md say why each piece is there):
 
 - installs ``slurmctld slurmd slurm-client munge`` with apt-get when they are missing (root
   only); when that is impossible the tests are *skipped* with the reason, never passed. Set
@@ -283,6 +283,8 @@ def local_slurm():
     ``BNSTUDY_REQUIRE_SLURM=1`` that is a failure instead. Test modules wrap this in a fixture.
     """
     seconds, reason = install()
+    if reason is None and os.geteuid() != 0:
+        reason = "slurmd and munged (as user munge) must be started as root"
     if reason is None and importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
         reason = "snakemake-executor-plugin-slurm is not installed (pip install -e '.[dev]')"
     if reason is not None:

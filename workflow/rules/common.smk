@@ -52,7 +52,7 @@ FIGURES = {n: f for n, f in _plots.FAMILIES.items() if set(f.tables) <= _AVAILAB
 def _module_file(parts):
     """``src/bnstudy``-relative file of the module or package ``parts``, or None."""
     base = Path(*parts) if parts else Path()
-    for cand in (base.with_name(base.name + ".py") if parts else None, base / "__init__.py"):
+    for cand in (base.with_name(f"{base.name}.py") if parts else None, base / "__init__.py"):
         if cand is not None and (SRC / cand).is_file():
             return cand.as_posix()
     return None
