@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -64,6 +64,7 @@ from torch import nn
 from . import bn_jitter_maps, models
 from . import bn_jitter_stats as st
 from .normalizers import batchnorm_modules
+from .options import checked as checked_options
 from .training import build
 
 log = logging.getLogger("bnstudy")
@@ -87,11 +88,7 @@ class Options:
 
     @classmethod
     def from_dict(cls, d: dict | None) -> Options:
-        d = dict(d or {})
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(d) - set(known))
-        if unknown:
-            raise ValueError(f"unknown bn_jitter option(s) {unknown}; valid: {known}")
+        d = checked_options(cls, d, "bn_jitter")
         if "batch_sizes" in d:
             if isinstance(d["batch_sizes"], (str, bytes)) or not hasattr(d["batch_sizes"],
                                                                           "__iter__"):

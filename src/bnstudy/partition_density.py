@@ -59,7 +59,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -67,6 +67,7 @@ from torch import nn
 
 from . import models, partition_maps
 from .normalizers import batchnorm_modules
+from .options import checked as checked_options
 from .partition_bn import BN_STATISTICS, frozen_copy
 from .training import build
 
@@ -92,11 +93,7 @@ class Options:
 
     @classmethod
     def from_dict(cls, d: dict | None) -> Options:
-        d = dict(d or {})
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(d) - set(known))
-        if unknown:
-            raise ValueError(f"unknown partition_density option(s) {unknown}; valid: {known}")
+        d = checked_options(cls, d, "partition_density")
         for key in ("radii", "point_sets"):
             if key in d:
                 if isinstance(d[key], (str, bytes)) or not hasattr(d[key], "__iter__"):

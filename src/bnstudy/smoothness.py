@@ -53,13 +53,14 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
 from torch import nn
 
 from . import checkpoints, hessian
+from .options import checked as checked_options
 from .training import TrainConfig, loss_fn
 
 SPACINGS = ("log", "linear")
@@ -92,11 +93,7 @@ class Options:
 
     @classmethod
     def from_dict(cls, d: dict | None) -> Options:
-        d = dict(d or {})
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(d) - set(known))
-        if unknown:
-            raise ValueError(f"unknown smoothness option(s) {unknown}; valid: {known}")
+        d = checked_options(cls, d, "smoothness")
         if "multipliers" in d:
             d["multipliers"] = _range(d["multipliers"], "smoothness multipliers")
         if "multipliers_by_arch" in d:
