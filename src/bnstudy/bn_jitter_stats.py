@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .layer_inputs import for_each_input
 from .norm_layers import GhostBatchNorm, ghost_sizes
 from .normalizers import batchnorm_modules
 from .partition_bn import _set_buffers
@@ -81,10 +82,6 @@ class Moments:
     m4: np.ndarray
 
 
-class _Stop(Exception):
-    pass
-
-
 def _dims(h: torch.Tensor) -> tuple[int, ...]:
     return (0, *range(2, h.dim()))
 
@@ -99,24 +96,15 @@ def population_moments(model: nn.Module, x: torch.Tensor,
     for bn in batchnorm_modules(net):
         acc: dict = {}
 
-        def grab(module, inp, acc=acc):
-            h = inp[0].double().transpose(0, 1).reshape(inp[0].shape[1], -1)
+        def grab(z, acc=acc):
+            h = z.double().transpose(0, 1).reshape(z.shape[1], -1)
             if "shift" not in acc:
                 acc.update(shift=h.mean(1), n=0, s=[0.0] * 4)
             d = h - acc["shift"][:, None]
             acc["n"] += d.shape[1]
             acc["s"] = [acc["s"][p] + d.pow(p + 1).sum(1) for p in range(4)]
-            raise _Stop
 
-        hook = bn.register_forward_pre_hook(grab)
-        try:
-            for i in range(0, len(x), chunk_rows):
-                try:
-                    net(x[i: i + chunk_rows])
-                except _Stop:
-                    pass
-        finally:
-            hook.remove()
+        for_each_input(net, x, chunk_rows, grab, bn)
         e1, e2, e3, e4 = (s / acc["n"] for s in acc["s"])
         mean = acc["shift"] + e1
         m2 = (e2 - e1 ** 2).clamp_min(0.0)

@@ -18,6 +18,7 @@ import copy
 import torch
 from torch import nn
 
+from .layer_inputs import for_each_input
 from .normalizers import batchnorm_modules
 from .training import evaluate
 
@@ -39,16 +40,13 @@ def recompute_bn_statistics(model: nn.Module, x: torch.Tensor, chunk: int = 4096
     for bn in bns:
         sums = {}
 
-        def grab(mod, inp, sums=sums):
-            h = inp[0].transpose(0, 1).reshape(inp[0].shape[1], -1).double()
+        def grab(z, sums=sums):
+            h = z.transpose(0, 1).reshape(z.shape[1], -1).double()
             sums["n"] = sums.get("n", 0) + h.shape[1]
             sums["s"] = sums.get("s", 0) + h.sum(1)
             sums["q"] = sums.get("q", 0) + (h * h).sum(1)
 
-        handle = bn.register_forward_pre_hook(grab)
-        for i in range(0, len(x), chunk):
-            model(x[i: i + chunk])
-        handle.remove()
+        for_each_input(model, x, chunk, grab, bn)
         n, mean = sums["n"], sums["s"] / sums["n"]
         var = (sums["q"] - n * mean * mean) / (n - 1)
         bn.running_mean.copy_(mean.to(bn.running_mean.dtype))

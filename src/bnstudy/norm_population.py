@@ -54,11 +54,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .layer_inputs import for_each_input
 from .norm_layers import FrozenAffine, _view, gamma_decayed
-
-
-class _Stop(Exception):
-    """Raised by a hook to end a forward pass once the layer of interest has been seen."""
 
 
 class PopulationNorm(nn.Module):
@@ -118,23 +115,6 @@ class PopulationNorm(nn.Module):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         n = self.normalized(h)
         return n * _view(gamma_decayed(self), h) + _view(self.bias, h)
-
-
-def _first_pass(model, x, chunk, grab, module):
-    """Run ``x`` through ``model`` in chunks, calling ``grab`` on ``module``'s input only."""
-    def hook(mod, inp):
-        grab(inp[0])
-        raise _Stop
-
-    handle = module.register_forward_pre_hook(hook)
-    try:
-        for i in range(0, len(x), chunk):
-            try:
-                model(x[i: i + chunk])
-            except _Stop:
-                pass
-    finally:
-        handle.remove()
 
 
 def subset(ctx, n_samples: int) -> torch.Tensor:
@@ -197,7 +177,7 @@ def refresh(model: nn.Module, ctx, options: dict, chunk: int = 4096) -> None:
         return
     for block, pn in pairs:
         acc = {"n": 0, "s": 0.0, "q": 0.0}
-        _first_pass(model, x, chunk, lambda z, pn=pn, acc=acc: _accumulate(pn, acc, z),
+        for_each_input(model, x, chunk, lambda z, pn=pn, acc=acc: _accumulate(pn, acc, z),
                     block.linear)
         _store(pn, acc)
     if eq3:
@@ -295,7 +275,7 @@ def fold_bn_init(model: nn.Module, ctx, options: dict, chunk: int = 4096) -> Non
             acc["q"] = acc["q"] + (h * h).sum(1)
 
         # the norm layer's input is the layer's pre-activation
-        _first_pass(model, x, chunk, grab, block.norm)
+        for_each_input(model, x, chunk, grab, block.norm)
         mean = acc["s"] / acc["n"]
         var = (acc["q"] / acc["n"] - mean * mean).clamp_min(0)
         sigma = torch.sqrt(var + eps)
