@@ -82,3 +82,28 @@ def test_bad_config_values_are_named():
         models.ModelConfig.from_dict({"arch": "mlp", "widht": 3})
     with pytest.raises(ValueError, match="unknown normalizer 'bn'.*batchnorm"):
         models.build_model({"arch": "mlp"}, "bn", (2,), 2)
+
+
+@pytest.mark.parametrize("slope,act", [(1.0, lambda h: h), (0.0, torch.relu)])
+def test_unit_is_luos_single_layer_student(slope, act):
+    """``unit``: y = g(gamma (w^T x - mu_B) / sigma_B) with beta frozen at 0 and no head."""
+    torch.manual_seed(0)
+    cfg = {"arch": "unit", "slope": slope, "init": "orthogonal"}
+    net = models.build_model(cfg, "batchnorm", (6,), 1)
+    assert isinstance(net.head, nn.Identity) and len(models.blocks(net)) == 1
+    names = sorted(n for n, _ in net.named_parameters())
+    assert names == ["features.0.linear.weight", "features.0.norm.weight"], names
+    assert "features.0.norm.bias" in dict(net.named_buffers())  # beta: a zero buffer
+    w = net.features[0].linear.weight.detach()
+    assert w.norm() == pytest.approx(1.0)
+    with torch.no_grad():
+        net.features[0].norm.weight.fill_(1.7)
+        x = torch.randn(32, 6)
+        h = x @ w.T
+        ref = 1.7 * (h - h.mean()) / torch.sqrt(h.var(unbiased=False) + 1e-5)
+        assert torch.allclose(net.train()(x), act(ref), atol=1e-5)
+    plain = models.build_model(cfg, "none", (6,), 1)
+    assert [n for n, _ in plain.named_parameters()] == ["features.0.linear.weight"]
+    with torch.no_grad():
+        assert torch.allclose(plain(x), act(x @ plain.features[0].linear.weight.T))
+    assert isinstance(models.blocks(plain)[0].act, nn.Identity if slope == 1 else nn.ReLU)

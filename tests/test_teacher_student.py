@@ -22,9 +22,10 @@ def ds():
 
 
 def student(norm="none", slope=1.0, steps=300, batch_size=None, lr=0.1, momentum=0.9,
-            options=None):
-    model = {"arch": "mlp", "depth": 1, "width": 1, "slope": slope, "init": "orthogonal",
-             "norm_options": options or {}}
+            options=None, arch="mlp"):
+    model = {"arch": arch, "slope": slope, "init": "orthogonal", "norm_options": options or {}}
+    if arch == "mlp":
+        model.update(depth=1, width=1)
     train = {"lr": lr, "momentum": momentum, "batch_size": batch_size, "steps": steps,
              "eval_every": steps, "checkpoints": [0, 10]}
     return make_spec(norm=norm, model=model, training=train, dataset="ts")
@@ -160,6 +161,27 @@ def test_explicit_gamma_decay_uses_the_layers_zeta(ds):
     assert r["zeta"] == pytest.approx(0.05)
     assert r["theory"] == pytest.approx(luo_theory.eps_wn_linear(2.0, 0.25, 0.05, "loss"))
     assert r["convention"] == "loss" and np.isnan(r["theory_shrinkage"])
+
+
+def test_unit_student_reaches_the_minimizers(ds):
+    """Luo's head-free student: vanilla GD lands on the min-norm least-squares error of the
+    draw (erm_sgd, numpy reference) and WN + gamma decay on its ridge minimizer (lam = alpha
+    zeta for the loss as written: mean squared error + zeta gamma^2)."""
+    run = training.train(student(arch="unit", lr=1.5, steps=600), ds, "cpu")
+    r = ts.run(run, ds, {"checkpoints": "last"}, torch.device("cpu"))[0]
+    assert r["head_weight"] == 1.0 and np.isnan(r["norm_gamma2"])
+    x, y = ds.x_train.astype(np.float64), ds.y_train[:, 0].astype(np.float64)
+    w = data.teacher_weights(30, 3)
+    v = np.linalg.pinv(x) @ y
+    assert r["gen_error"] == pytest.approx(np.sum((v - w) ** 2) / 30, rel=1e-3)
+    opts = {"weightnorm_gamma_decay": {"zeta": 0.1, "input_var": "fan_in"}}
+    wn = training.train(student("weightnorm_gamma_decay", arch="unit", lr=0.3, steps=3000,
+                                options=opts), ds, "cpu")
+    r = ts.run(wn, ds, {"checkpoints": "last", "convention": "loss"}, torch.device("cpu"))[0]
+    ridge = np.linalg.solve(x.T @ x + 2.0 * 0.1 * np.eye(30), x.T @ y)
+    assert r["erm_theory"] == pytest.approx(np.sum((ridge - w) ** 2) / 30, rel=1e-6)
+    assert r["gen_error"] == pytest.approx(r["erm_theory"], rel=1e-3)
+    assert r["norm_gamma2"] == pytest.approx(r["gamma2"], rel=1e-4)  # no head to trade with
 
 
 def test_relu_student_and_other_data(ds, star):

@@ -113,6 +113,10 @@ def test_changing_training_settings_reruns_that_experiment_only(study):
     ({"experiments": {"x": {"dataset": "stars", "model": "mlp", "training": "sgd",
                             "norms": ["none"], "seeds": [0]}}},
      "dataset 'stars' is not defined; valid: .*'star2d'"),
+    ({"experiments": {"x": {"dataset": "star2d", "model": "mlp", "training": "sgd",
+                            "norms": ["none"], "seeds": [0], "measures": ["teacher_student"]}}},
+     "measure 'teacher_student' needs a dataset of kind \\['teacher_student'\\], dataset "
+     "'star2d' is 'star2d'"),
     ({"trainings": {"sgd": {"lr": -1, "steps": 10}}}, "lr"),
     ({"device": "gpu"}, "gpu"),
 ])

@@ -30,6 +30,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from . import claims_jitter as cj
+
 IDS = ["experiment", "dataset", "model"]
 
 
@@ -134,14 +136,31 @@ CLAIMS = (
     Claim("noisy_bn", "Santurkar et al.", "noisy BN trains about as well as BN (final training "
           "loss within a factor 1.5)", "training", "log(final train loss)", _final_train_loss,
           ("noisy_batchnorm",), baseline="batchnorm", rule="equivalent", margin=float(np.log(1.5))),
+    Claim("jitter_batch", "Balestriero & Baraniuk", "smaller mini-batches jitter BN's decision "
+          "boundary more (Fig. 6)", "bn_jitter", "log(boundary band fraction at the smallest / "
+          "largest batch size), mean over checkpoints", cj.jitter_batch_ratio,
+          ("batchnorm", "batchnorm_fixed_affine"), baseline=None, rule="more"),
+    Claim("jitter_ghost", "Balestriero & Baraniuk", "noise-controlled BN (a virtual batch smaller "
+          "than the real one) jitters the decision boundary more than BN", "bn_jitter",
+          "log(boundary band fraction) at the largest batch size, mean over checkpoints",
+          cj.jitter_band, ("ghost_batchnorm",), baseline="batchnorm", rule="more"),
+    *(Claim(f"prop2_{s}", "Balestriero & Baraniuk", f"Proposition 2 gives the mini-batch variance "
+            f"of BN's {t} (within 10%)", "bn_jitter", f"log(empirical / predicted var of {t}), "
+            "first BN layer of fully connected nets, mean over checkpoints and batch sizes",
+            cj.prop2_ratio(s), ("batchnorm", "batchnorm_fixed_affine", "ghost_batchnorm"),
+            baseline=None, rule="equivalent", margin=float(np.log(1.1)))
+      for s, t in (("mu", "mu_B"), ("sigma2", "sigma_B^2"))),
     Claim("luo_sgd", "Luo et al.", "vanilla SGD's generalization error follows the closed form "
           "(within 10%)", "teacher_student", "gen_error / closed form - 1, final checkpoint",
           _rel_error, ("none",), baseline=None, rule="equivalent", margin=0.1),
     Claim("luo_bn", "Luo et al.", "BN's generalization error follows WN + gamma decay (zeta = "
           "3/(2M) for BN, 1/(2M) for variance-only BN; within 10%)", "teacher_student",
           "gen_error / closed form (WN + gamma decay) - 1, final checkpoint", _rel_error,
-          ("batchnorm", "weightnorm_varonly_bn", "weightnorm_gamma_decay"), baseline=None,
-          rule="equivalent", margin=0.1),
+          ("batchnorm", "weightnorm_varonly_bn"), baseline=None, rule="equivalent", margin=0.1),
+    Claim("luo_wn", "Luo et al.", "WN + gamma decay's generalization error follows its closed "
+          "form (Krogh & Hertz ridge curve; within 10%)", "teacher_student",
+          "gen_error / closed form (WN + gamma decay) - 1, final checkpoint", _rel_error,
+          ("weightnorm_gamma_decay",), baseline=None, rule="equivalent", margin=0.1),
 )
 
 

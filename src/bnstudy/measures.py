@@ -6,7 +6,8 @@ imports. The function returns tidy rows: a list (rows of the measure's first tab
 ``{table: rows}``. The CLI adds the run's identifying columns (experiment, dataset, model, norm,
 seed) and writes one Parquet file per table and run; the workflow aggregates them into
 ``results/tables/<table>.parquet``. The config section named like the measure holds its options
-(a measure without a config section is not run).
+(a measure without a config section is not run); ``dataset_kinds`` restricts a measure to the
+data it is defined on (the workflow does not schedule it elsewhere).
 
 Functions are named as ``"module:function"`` and imported on use, so that a stage imports only
 the code it measures with; ``code`` lists those modules (relative to ``src/bnstudy``), whose
@@ -33,6 +34,10 @@ class Measure:
     func: str  # "module:function"
     tables: tuple[str, ...]  # the first is the main table
     code: tuple[str, ...]  # modules under src/bnstudy the measure's function imports
+    dataset_kinds: tuple[str, ...] | None = None  # the data kinds it applies to (None: all)
+
+    def applies_to(self, dataset_kind: str) -> bool:
+        return self.dataset_kinds is None or dataset_kind in self.dataset_kinds
 
     def load(self) -> Callable:
         module, func = self.func.split(":")
@@ -54,7 +59,8 @@ REGISTRY: dict[str, Measure] = {
                 ("smoothness.py", "hessian.py", "checkpoints.py", "training.py")),
         Measure("teacher_student", "bnstudy.teacher_student:run", ("teacher_student",),
                 ("teacher_student.py", "luo_theory.py", "data.py", "checkpoints.py",
-                 "generalization.py", "models.py", "normalizers.py", "training.py")),
+                 "generalization.py", "models.py", "normalizers.py", "training.py"),
+                dataset_kinds=("teacher_student",)),
         Measure("bn_jitter", "bnstudy.bn_jitter:run", ("bn_jitter", "bn_jitter_boundary"),
                 ("bn_jitter.py", "bn_jitter_stats.py", "bn_jitter_maps.py", "partition_bn.py",
                  "partition_maps.py", "norm_layers.py", "training.py", "models.py",

@@ -12,6 +12,12 @@ Architectures:
   blocks with identity activation, then the head), no biases.
 - ``vgg``: VGG-style 3x3 conv blocks; ``channels`` lists the conv widths with ``"M"`` for a 2x2
   max-pool, scaled by ``width_mult``; global average pooling then a linear classifier.
+- ``unit``: Luo et al.'s single-layer student ``y = g(norm(w^T x))``: one block whose map has
+  no bias, no head, and the normalizer's shift (BN's beta) held at 0 in a buffer, as Luo §4
+  freezes it; ``g`` is the identity for ``slope: 1`` (the linear student), ReLU for 0.
+
+``slope: 1`` gives an identity activation (not a leaky ReLU of slope 1), so measures and hooks
+see a linear unit.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from torch import nn
 
 from . import normalizers
 
-ARCHS = ("mlp", "dln", "vgg")
+ARCHS = ("mlp", "dln", "vgg", "unit")
 INITS = ("default", "kaiming", "xavier", "orthogonal")
 BIAS_INITS = ("default", "zero", "random")
 
@@ -128,7 +134,17 @@ def blocks(model: nn.Module) -> list[Block]:
 
 
 def _activation(slope: float) -> nn.Module:
+    if slope == 1:
+        return nn.Identity()
     return nn.ReLU() if slope == 0 else nn.LeakyReLU(slope)
+
+
+def _freeze_shift(norm: nn.Module) -> None:
+    """Hold a normalizer's shift parameter (``bias``, BN's beta) at 0 as a buffer."""
+    bias = norm._parameters.get("bias")
+    if bias is not None:
+        del norm._parameters["bias"]
+        norm.register_buffer("bias", torch.zeros_like(bias.detach()))
 
 
 def build_model(cfg: ModelConfig | dict, norm: str, input_shape, out_dim: int) -> Net:
@@ -155,6 +171,11 @@ def build_model(cfg: ModelConfig | dict, norm: str, input_shape, out_dim: int) -
             layers.append(Block(lin, nz.layer(d_in, "fc"), nn.Identity()))
         head = nn.Linear(d_in, out_dim, bias=False)
         net = Net(nn.Sequential(*layers), head, input_shape, conv=False)
+    elif cfg.arch == "unit":
+        lin = nz.wrap(nn.Linear(d_in, out_dim, bias=False))
+        block = Block(lin, nz.layer(out_dim, "fc"), _activation(cfg.slope))
+        _freeze_shift(block.norm)
+        net = Net(nn.Sequential(block), nn.Identity(), input_shape, conv=False)
     else:
         if len(input_shape) != 3:
             raise ValueError(f"vgg needs (C, H, W) inputs, got input shape {tuple(input_shape)}")
@@ -182,7 +203,7 @@ def _base(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
 
 @torch.no_grad()
 def _initialize(net: Net, cfg: ModelConfig) -> None:
-    maps = [b.linear for b in blocks(net)] + [net.head]
+    maps = [b.linear for b in blocks(net)] + [m for m in [net.head] if hasattr(m, "weight")]
     for m in maps:
         w, b = _base(m)
         if cfg.init == "kaiming":

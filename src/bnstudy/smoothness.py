@@ -65,7 +65,7 @@ from .training import TrainConfig, loss_fn
 
 SPACINGS = ("log", "linear")
 BN_STATISTICS = ("batch", "running")
-ARCHS = ("mlp", "dln", "vgg")
+ARCHS = ("mlp", "dln", "vgg", "unit")
 
 
 def _range(value, what: str) -> tuple[float, float]:

@@ -31,10 +31,13 @@ STAGE_CODE = {
     "claims": ["claims.py", "io.py"],
 }
 # Measures run: those with a config section, on the experiments that do not exclude them
-# (an experiment's `measures` list, default all). Tables: training + every table they fill.
+# (an experiment's `measures` list, default all) whose dataset kind they apply to. Tables: training + every table they fill.
 def experiment_measures(name):
-    chosen = config["experiments"][name].get("measures")
-    configured = [m for m in _measures.REGISTRY if m in config]
+    e = config["experiments"][name]
+    kind = config["datasets"].get(e["dataset"], {}).get("kind")  # checked in check_config
+    chosen = e.get("measures")
+    configured = [m for m, spec in _measures.REGISTRY.items()
+                  if m in config and spec.applies_to(kind)]
     return configured if chosen is None else [m for m in configured if m in chosen]
 
 
@@ -131,6 +134,12 @@ def check_config(cfg):
             if e[key] not in cfg[table]:
                 _fail(f"experiment {name!r}: {key} {e[key]!r} is not defined; "
                       f"valid: {sorted(cfg[table])}")
+        kind = cfg["datasets"][e["dataset"]]["kind"]
+        for m in e.get("measures", []):
+            if not _measures.REGISTRY[m].applies_to(kind):
+                _fail(f"experiment {name!r}: measure {m!r} needs a dataset of kind "
+                      f"{list(_measures.REGISTRY[m].dataset_kinds)}, dataset {e['dataset']!r} "
+                      f"is {kind!r}")
         for norm in e["norms"]:
             if norm not in _normalizers.REGISTRY:
                 _fail(f"experiment {name!r}: unknown normalizer {norm!r}; "
@@ -259,7 +268,8 @@ def _applies(family, experiment):
     measured = {TABLE_MEASURE.get(t) for t in family.tables} - {None}
     if not measured <= set(experiment_measures(experiment)):
         return False
-    return kinds is None or config["datasets"][EXPERIMENTS[experiment]["dataset"]]["kind"] in kinds
+    kind = config["datasets"][EXPERIMENTS[experiment]["dataset"]]["kind"]
+    return (kinds is None or kind in kinds) and kind not in family.skip_datasets
 
 
 def all_figures():

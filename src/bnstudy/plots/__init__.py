@@ -30,7 +30,8 @@ class Family:
 
     ``scope="experiment"``: one figure per experiment, from the tables restricted to it
     (``figures/<experiment>/<name>.png``); ``datasets`` limits it to those dataset kinds (None:
-    all). ``scope="study"``: one figure from the whole tables (``figures/study/<name>.png``), for
+    all), ``skip_datasets`` leaves out kinds whose study figures already show it.
+    ``scope="study"``: one figure from the whole tables (``figures/study/<name>.png``), for
     analyses and cross-experiment comparisons. ``module``: the module of this package that
     draws it (its hash joins the plot rule's code version).
     """
@@ -42,6 +43,7 @@ class Family:
     module: str
     datasets: tuple[str, ...] | None = None
     scope: str = "experiment"
+    skip_datasets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

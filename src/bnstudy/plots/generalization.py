@@ -27,6 +27,8 @@ def draw(frames, options):
 
 register(Family(
     "generalization_gap", draw, tables=("generalization",), module="generalization",
+    # teacher-student runs: one per data draw; the teacher_student figures show them pooled
+    skip_datasets=("teacher_student",),
     caption=(
         "Final generalization by normalizer: loss gap (test - train), test loss, and for "
         "classification the accuracy gap (train - test) and test accuracy; bars are means with "

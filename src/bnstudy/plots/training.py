@@ -35,6 +35,8 @@ def draw(frames, options):
 
 register(Family(
     "training_curves", draw, tables=("training",), module="training",
+    # teacher-student runs: one per data draw; the teacher_student figures show them pooled
+    skip_datasets=("teacher_student",),
     caption=(
         "Loss (left) and accuracy (right, classification only) on the whole train (solid) and "
         "test (dashed) sets, evaluated in eval mode at the evaluation steps; bands are 95% CIs "
