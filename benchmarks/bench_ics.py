@@ -120,6 +120,8 @@ def bench(cfg: dict, repeats: int) -> None:
     opts = ics.parse_options(cfg.get("ics", {}))
     print(HEADER)
     for name, exp in cfg["experiments"].items():
+        if "ics" not in exp.get("measures", ["ics"]):  # the study skips it there
+            continue
         ds_cfg = cfg["datasets"][exp["dataset"]]
         ds = data.make(ds_cfg["kind"], ds_cfg.get("options", {}))
         tcfg = dict(cfg["trainings"][exp["training"]])

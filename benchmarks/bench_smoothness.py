@@ -73,6 +73,8 @@ def main() -> None:
           f"{'passes':>6} {'ms':>8} {'x floor':>7} {'hvps':>5} {'+hess ms':>9} {'hvp/f+b':>7} "
           f"{'copy ms':>7}")
     for name, e in cfg["experiments"].items():
+        if "smoothness" not in e.get("measures", ["smoothness"]):  # the study skips it there
+            continue
         d = cfg["datasets"][e["dataset"]]
         ds = data.make(d["kind"], d.get("options", {}))
         tc = TrainConfig.from_dict(cfg["trainings"][e["training"]])

@@ -207,7 +207,7 @@ def test_bad_options(options, match):
 
 def test_registry_cli_and_figures(ds, gd_run, tmp_path):
     from bnstudy import checkpoints, cli, plots
-    from bnstudy.plots import teacher_student as pts
+    from bnstudy.plots import teacher_student_findings as pts
 
     assert measures.get("teacher_student").tables == ("teacher_student",)
     data.save(ds, tmp_path / "d.npz")

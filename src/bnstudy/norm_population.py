@@ -55,7 +55,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .layer_inputs import for_each_input
-from .norm_layers import FrozenAffine, _view, gamma_decayed
+from .norm_layers import _view
+from .norm_layers_fixed import FrozenAffine, gamma_decayed
 
 
 class PopulationNorm(nn.Module):

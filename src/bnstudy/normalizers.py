@@ -59,6 +59,7 @@ from torch import nn
 from torch.nn.utils import parametrizations
 
 from . import norm_layers as nl
+from . import norm_layers_fixed as nlf
 from . import norm_population as npop
 
 
@@ -278,13 +279,13 @@ register(Normalizer(
     "weightnorm_varonly_bn", lambda c, kind: nl.VarOnlyBatchNorm(c), wrap=_weight_norm,
     **BN, description="weight normalization + variance-only BN (Luo §5)"))
 register(Normalizer(
-    "weightnorm_gamma_decay", lambda c, kind, zeta, input_var, **_: nl.WeightNormGammaDecay(
+    "weightnorm_gamma_decay", lambda c, kind, zeta, input_var, **_: nlf.WeightNormGammaDecay(
         c, zeta=zeta, input_var=input_var), linear_bias=False,
     options={"zeta": "luo", "zeta_batch_size": None, "input_var": 1.0},
     check=_check_wn_gamma_decay, on_init=npop.luo_zeta,
     description="Luo's WN + gamma decay (population norm for isotropic inputs, §4 Eq. 4)"))
 register(Normalizer(
-    "bn_init", lambda c, kind, **_: nl.FrozenAffine(c), options={"fold": True, "eps": 1e-5},
+    "bn_init", lambda c, kind, **_: nlf.FrozenAffine(c), options={"fold": True, "eps": 1e-5},
     check=_check_bn_init, on_init=lambda model, ctx, o: npop.fold_bn_init(model, ctx, o),
     description="BN-Explained's smart init: whole-training-set BN frozen at step 0, no BN"))
 register(Normalizer("zero_bias", _identity, bias_init="zero",

@@ -280,7 +280,8 @@ def all_figures():
 
 
 def report_code():
-    return code_version("report", sorted({f"plots/{f.module}.py" for f in FIGURES.values()}))
+    # every plot module: figure families and the report sections (text, findings) they register
+    return code_version("report", sorted(f"plots/{m}.py" for m in _plots.MODULES))
 
 
 def final_outputs():

@@ -65,7 +65,7 @@ FAMILIES: dict[str, Family] = {}
 SECTIONS: dict[str, Section] = {}
 # Report order: training, the core measures, then the papers' experiments.
 MODULES = ("training", "lr_sweep", "generalization", "partition_density", "ics", "smoothness",
-           "bn_jitter", "teacher_student", "dannemann")
+           "bn_jitter", "teacher_student", "teacher_student_findings", "dannemann")
 
 
 def register(family: Family) -> Family:
