@@ -133,7 +133,9 @@ def _plot_module_cases():
     # one family module (the generalization figures, if present) and the shared plotting code
     family_module = "generalization" if "generalization" in modules else modules[0]
     return [pytest.param(f"plots/{family_module}.py", id=family_module),
-            pytest.param("plots/__init__.py", id="plots_init")]
+            pytest.param("plots/__init__.py", id="plots_init"),
+            # a report section's text and findings only: the report reruns, no figure
+            pytest.param("plots/teacher_student_findings.py", id="report_section")]
 
 
 @pytest.mark.parametrize("module", _plot_module_cases())

@@ -275,7 +275,8 @@ def _applies(family, experiment):
 def all_figures():
     per_experiment = [f"{R}/figures/{e}/{n}.png" for e in EXPERIMENTS
                       for n, f in FIGURES.items() if f.scope == "experiment" and _applies(f, e)]
-    study = [f"{R}/figures/study/{n}.png" for n, f in FIGURES.items() if f.scope == "study"]
+    study = [f"{R}/figures/study/{n}.png" for n, f in FIGURES.items()
+             if f.scope == "study" and (f.in_study is None or f.in_study(config))]
     return per_experiment + study
 
 

@@ -32,8 +32,10 @@ class Family:
     (``figures/<experiment>/<name>.png``); ``datasets`` limits it to those dataset kinds (None:
     all), ``skip_datasets`` leaves out kinds whose study figures already show it.
     ``scope="study"``: one figure from the whole tables (``figures/study/<name>.png``), for
-    analyses and cross-experiment comparisons. ``module``: the module of this package that
-    draws it (its hash joins the plot rule's code version).
+    analyses and cross-experiment comparisons; ``in_study(config)`` (None: always) says whether
+    a study's config gives the figure anything to show, so that no study gets an empty figure.
+    ``module``: the module of this package that draws it (its hash joins the plot rule's code
+    version).
     """
 
     name: str
@@ -44,6 +46,7 @@ class Family:
     datasets: tuple[str, ...] | None = None
     scope: str = "experiment"
     skip_datasets: tuple[str, ...] = ()
+    in_study: Callable[[dict], bool] | None = None
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,22 @@ def final_losses(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def swept(config: dict) -> bool:
+    """Whether some dataset/model/normalizer is trained at two or more learning rates."""
+    lrs: dict[tuple, set] = {}
+    for e in config["experiments"].values():
+        lr = config["trainings"][e["training"]]["lr"]
+        for norm in e["norms"]:
+            lrs.setdefault((e["dataset"], e["model"], norm), set()).add(lr)
+    return any(len(v) > 1 for v in lrs.values())
+
+
 def draw(frames, options):
     runs = final_losses(frames[0])
-    panels = runs.groupby(["dataset", "model"]).size().index.tolist()
+    n_lr = runs.groupby(["dataset", "model", "norm"])["lr"].nunique()
+    panels = sorted({k[:2] for k in n_lr[n_lr >= 2].index})  # only the swept dataset/models
+    if not panels:
+        raise ValueError("no dataset/model/normalizer is trained at two or more learning rates")
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.0), squeeze=False)
     order = norm_order(runs)
     for ax, (ds, model) in zip(axes[0], panels, strict=True):
@@ -73,7 +86,7 @@ def findings(frames) -> str:
 
 
 register(Family(
-    "lr_sweep", draw, tables=("training",), module="lr_sweep", scope="study",
+    "lr_sweep", draw, tables=("training",), module="lr_sweep", scope="study", in_study=swept,
     caption=("Final training loss of every run against its learning rate, one panel per "
              "dataset/model, lines are means over seeds with 95% CIs; crosses at the top mark "
              "runs that diverged. The range of learning rates a normalizer trains at is the "

@@ -51,6 +51,22 @@ def sweeps(last: pd.DataFrame) -> list[tuple]:
     return list(n[n >= 2].index)
 
 
+def batch_swept(config: dict) -> bool:
+    """Whether one normalizer and model is trained at two or more mini-batch sizes on
+    teacher-student data of one load, N and S (the batch-size figure's sweep)."""
+    sizes: dict[tuple, set] = {}
+    for e in config["experiments"].values():
+        d = config["datasets"][e["dataset"]]
+        bsz = config["trainings"][e["training"]].get("batch_size")
+        if d["kind"] != "teacher_student" or not isinstance(bsz, int):
+            continue
+        o = d.get("options", {})
+        for norm in e["norms"]:
+            key = (norm, e["model"], o.get("alpha"), o.get("N"), o.get("S"))
+            sizes.setdefault(key, set()).add(bsz)
+    return any(len(v) > 1 for v in sizes.values())
+
+
 def _empty(what: str) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(6, 1.4))
     ax.axis("off")
@@ -214,7 +230,7 @@ register(Family(
 ))
 register(Family(
     "teacher_student_batch_size", draw_batch, tables=("teacher_student",),
-    module="teacher_student", scope="study", caption=(
+    module="teacher_student", scope="study", in_study=batch_swept, caption=(
         "Batch-size sweep at one load: the student's gamma^2 = ||w~||^2/N (left) and its "
         "generalization error (right) vs the batch size M, means with 95% CIs over runs, with "
         "the WN + gamma decay closed forms at zeta(M) (dashed) and the shrinkage mean field "
