@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from bnstudy import analyses, dannemann
+from bnstudy import dannemann_example as dx
 
 X = np.array([[1.0, 1.0], [1.0, 2.0], [2.0, 3.0]])
 Y = np.array([2.0, 5.0, 13.0])
@@ -47,28 +48,28 @@ def rec(df, record):
 def test_bn_neuron_output_is_invariant_to_scaling_w():
     x = torch.as_tensor(X)
     w = np.array([0.7, -1.3])
-    out = dannemann.bn_neuron(w, 1e-12)(x).detach()
+    out = dx.bn_neuron(w, 1e-12)(x).detach()
     for c in (0.01, 3.0, 250.0):
-        torch.testing.assert_close(dannemann.bn_neuron(c * w, 1e-12)(x).detach(), out)
+        torch.testing.assert_close(dx.bn_neuron(c * w, 1e-12)(x).detach(), out)
     # a negative scale flips the sign of the normalized output
-    torch.testing.assert_close(dannemann.bn_neuron(-2.0 * w, 1e-12)(x).detach(), -out)
-    assert dannemann.bn_loss(5.0 * w) == pytest.approx(dannemann.bn_loss(w), rel=1e-13)
+    torch.testing.assert_close(dx.bn_neuron(-2.0 * w, 1e-12)(x).detach(), -out)
+    assert dx.bn_loss(5.0 * w) == pytest.approx(dx.bn_loss(w), rel=1e-13)
 
 
 def test_plain_optimum_solves_the_normal_equations():
-    w_star = dannemann.plain_optimum()
+    w_star = dx.plain_optimum()
     assert np.allclose(X.T @ X @ w_star, X.T @ Y, atol=1e-12)
     np.testing.assert_allclose(w_star, [1.0, 3.0], atol=1e-12)  # the paper's W*
-    assert dannemann.plain_loss(w_star) == pytest.approx(float(((X @ w_star - Y) ** 2).sum()))
+    assert dx.plain_loss(w_star) == pytest.approx(float(((X @ w_star - Y) ** 2).sum()))
 
 
 def test_bn_loss_matches_reference_and_paper_formula():
     rng = np.random.default_rng(1)
     for w in rng.normal(0, 2, (5, 2)):
         ref = bn_loss_reference(w)
-        assert dannemann.bn_loss(w) == pytest.approx(ref, rel=1e-12)
-        assert dannemann.paper_loss(w) == pytest.approx(ref, rel=1e-12)
-        assert dannemann.bn_loss(w, eps=1e-3) == pytest.approx(bn_loss_reference(w, 1e-3),
+        assert dx.bn_loss(w) == pytest.approx(ref, rel=1e-12)
+        assert dx.paper_loss(w) == pytest.approx(ref, rel=1e-12)
+        assert dx.bn_loss(w, eps=1e-3) == pytest.approx(bn_loss_reference(w, 1e-3),
                                                                rel=1e-12)
 
 
@@ -76,15 +77,15 @@ def test_gradients_agree_with_brute_force_finite_differences():
     rng = np.random.default_rng(2)
     for w in [np.array([1.0, 3.0]), *rng.normal(0, 2, (4, 2))]:
         fd = central_diff(bn_loss_reference, w)
-        np.testing.assert_allclose(dannemann.bn_grad(w), fd, atol=1e-6)
-        loss, g = dannemann.autograd_bn(w, 1e-12)
+        np.testing.assert_allclose(dx.bn_grad(w), fd, atol=1e-6)
+        loss, g = dx.autograd_bn(w, 1e-12)
         assert loss == pytest.approx(bn_loss_reference(w), rel=1e-10)
         np.testing.assert_allclose(g, fd, atol=1e-6)
 
 
 def test_gradient_at_w_star_is_nonzero_and_orthogonal(table):
     g = rec(table, "gradient").set_index("method")
-    w_star = dannemann.plain_optimum()
+    w_star = dx.plain_optimum()
     ref = central_diff(bn_loss_reference, w_star)
     for m in ("autograd_batchnorm1d", "closed_form", "finite_difference_paper_formula"):
         row = g.loc[m]
@@ -135,9 +136,9 @@ def test_gradient_descent_converges_to_the_line(table):
 def test_batched_inits_are_independent_runs():
     """All inits train as units of one layer; each must follow its own single-unit GD path."""
     w0 = np.array([[1.0, 3.0], [-2.0, 0.5], [0.3, -4.0]])
-    both, _ = dannemann.gradient_descent(w0, "bn", 50, 0.1, 1e-12, 10)
+    both, _ = dx.gradient_descent(w0, "bn", 50, 0.1, 1e-12, 10)
     for k in range(len(w0)):
-        one, _ = dannemann.gradient_descent(w0[k], "bn", 50, 0.1, 1e-12, 10)
+        one, _ = dx.gradient_descent(w0[k], "bn", 50, 0.1, 1e-12, 10)
         np.testing.assert_allclose(both[-1][1][k], one[-1][1][0], rtol=1e-12, atol=1e-13)
         assert both[-1][2][k] == pytest.approx(one[-1][2][0], rel=1e-12)
     # and a hand-rolled GD with the reference finite-difference gradient agrees
@@ -162,12 +163,12 @@ def test_lemma_inequality_fails_at_the_papers_init(table):
 def test_lemma_check_can_hold():
     """The comparison is not rigged: near the BN ray the inequality is satisfied."""
     u = np.array([5.0, 3.0]) / math.sqrt(34.0)
-    w_star = dannemann.plain_optimum()
+    w_star = dx.plain_optimum()
     w0 = 2.0 * u
-    assert dannemann.closest_on_rays(w0, [u]) == pytest.approx(0.0, abs=1e-12)
-    assert dannemann.lemma_rhs(w0, w_star) > 0.1
+    assert dx.closest_on_rays(w0, [u]) == pytest.approx(0.0, abs=1e-12)
+    assert dx.lemma_rhs(w0, w_star) > 0.1
     # behind the origin the closest point of the open ray is (the limit) 0
-    assert dannemann.closest_on_rays(-w0, [u]) == pytest.approx(4.0)
+    assert dx.closest_on_rays(-w0, [u]) == pytest.approx(4.0)
 
 
 def test_deterministic_given_seed():

@@ -62,29 +62,7 @@ import math
 
 import numpy as np
 
-from .dannemann_example import (  # noqa: F401  (re-exported: the example's functions)
-    PAPER_GRADIENT,
-    X,
-    Y,
-    _unit,
-    angle_deg,
-    angular_derivative,
-    autograd_bn,
-    bn_grad,
-    bn_loss,
-    bn_neuron,
-    centered_lstsq_direction,
-    closest_on_rays,
-    finite_difference,
-    gradient_descent,
-    landscape,
-    lemma_rhs,
-    paper_loss,
-    plain_loss,
-    plain_optimum,
-    scan_minima,
-    wrap_deg,
-)
+from . import dannemann_example as ex
 
 OPTIONS = {"n_inits": 8, "steps": 10000, "steps_plain": 3000, "lr": 0.1, "lr_plain": 0.025,
            "seed": 0, "eps": 1e-12, "init_std": 3.0, "record_every": 20, "n_angles": 3600,
@@ -116,12 +94,12 @@ def parse_options(options: dict | None) -> dict:
 # -- the two costs ---------------------------------------------------------------------------
 
 def _gradient_rows(w_star: np.ndarray, eps: float, h: float) -> list[dict]:
-    loss_t, g_t = autograd_bn(w_star, eps)
+    loss_t, g_t = ex.autograd_bn(w_star, eps)
     rows = [("autograd_batchnorm1d", g_t, loss_t),
-            ("closed_form", bn_grad(w_star), bn_loss(w_star)),
-            ("finite_difference_paper_formula", finite_difference(paper_loss, w_star, h),
-             paper_loss(w_star)),
-            ("paper_reported", np.array(PAPER_GRADIENT), float("nan"))]
+            ("closed_form", ex.bn_grad(w_star), ex.bn_loss(w_star)),
+            ("finite_difference_paper_formula", ex.finite_difference(ex.paper_loss, w_star, h),
+             ex.paper_loss(w_star)),
+            ("paper_reported", np.array(ex.PAPER_GRADIENT), float("nan"))]
     return [{"record": "gradient", "method": m, "objective": "bn", "w1": w_star[0],
              "w2": w_star[1], "grad_w1": g[0], "grad_w2": g[1], "grad_norm": float(np.hypot(*g)),
              "grad_dot_w": float(g @ w_star), "loss": loss} for m, g, loss in rows]
@@ -130,28 +108,28 @@ def _gradient_rows(w_star: np.ndarray, eps: float, h: float) -> list[dict]:
 def run(options: dict) -> list[dict]:
     """All rows of the ``dannemann`` table (see the module docstring for the records)."""
     o = parse_options(options)
-    w_star = plain_optimum()
+    w_star = ex.plain_optimum()
     radius = float(np.linalg.norm(w_star))
-    rows = [{"record": "data", "sample": i, "x1": X[i, 0], "x2": X[i, 1], "y": Y[i]}
-            for i in range(len(X))]
+    rows = [{"record": "data", "sample": i, "x1": ex.X[i, 0], "x2": ex.X[i, 1], "y": ex.Y[i]}
+            for i in range(len(ex.X))]
     rows += _gradient_rows(w_star, o["eps"], o["fd_step"])
     rows.append({"record": "optimum", "method": "plain_least_squares", "objective": "plain",
-                 "w1": w_star[0], "w2": w_star[1], "angle_deg": angle_deg(w_star),
-                 "loss": plain_loss(w_star), "bn_loss_at": bn_loss(w_star)})
-    d = centered_lstsq_direction()
+                 "w1": w_star[0], "w2": w_star[1], "angle_deg": ex.angle_deg(w_star),
+                 "loss": ex.plain_loss(w_star), "bn_loss_at": ex.bn_loss(w_star)})
+    d = ex.centered_lstsq_direction()
     rows.append({"record": "optimum", "method": "bn_centered_least_squares", "objective": "bn",
-                 "w1": d[0], "w2": d[1], "angle_deg": angle_deg(d), "loss": bn_loss(d),
+                 "w1": d[0], "w2": d[1], "angle_deg": ex.angle_deg(d), "loss": ex.bn_loss(d),
                  "line_residual": 3 * d[0] - 5 * d[1]})
-    theta, scan = landscape(o["n_angles"], radius)
+    theta, scan = ex.landscape(o["n_angles"], radius)
     rows += [{"record": "landscape", "objective": "bn", "angle_deg": math.degrees(t),
               "loss": v, "radius": radius} for t, v in zip(theta, scan, strict=True)]
-    minima = scan_minima(theta, scan, radius)
+    minima = ex.scan_minima(theta, scan, radius)
     for t, v in minima:
-        u = _unit(t)
+        u = ex._unit(t)
         rows.append({"record": "optimum", "method": "bn_angle_scan", "objective": "bn",
                      "w1": u[0], "w2": u[1], "angle_deg": math.degrees(t), "loss": v,
                      "line_residual": 3 * u[0] - 5 * u[1], "n_minima": len(minima)})
-    directions = [_unit(t) for t, _ in minima]
+    directions = [ex._unit(t) for t, _ in minima]
     target = math.degrees(min(minima, key=lambda m: m[1])[0])
     rng = np.random.default_rng(o["seed"])
     inits = np.array([w_star] + [rng.normal(0.0, o["init_std"], 2)
@@ -161,9 +139,9 @@ def run(options: dict) -> list[dict]:
     reached = {}
     for objective, lr, steps in (("bn", o["lr"], o["steps"]),
                                  ("plain", o["lr_plain"], o["steps_plain"])):
-        path, gnorm = gradient_descent(inits, objective, steps, lr, o["eps"], o["record_every"])
+        path, gnorm = ex.gradient_descent(inits, objective, steps, lr, o["eps"], o["record_every"])
         rows += [{"record": "trajectory", "objective": objective, **b, "step": t, "w1": w[i, 0],
-                  "w2": w[i, 1], "loss": v[i], "angle_deg": angle_deg(w[i])}
+                  "w2": w[i, 1], "loss": v[i], "angle_deg": ex.angle_deg(w[i])}
                  for i, b in enumerate(base) for t, w, v in path]
         _, wf, vf = path[-1]
         reached[objective] = wf
@@ -171,14 +149,14 @@ def run(options: dict) -> list[dict]:
             res = 3 * w[0] - 5 * w[1]
             rows.append({"record": "final", "objective": objective, **b, "step": steps, "lr": lr,
                          "w1": w[0], "w2": w[1], "loss": vf[i], "grad_norm": gnorm[i],
-                         "angle_deg": angle_deg(w),
-                         "angle_error_deg": wrap_deg(angle_deg(w) - target),
+                         "angle_deg": ex.angle_deg(w),
+                         "angle_error_deg": ex.wrap_deg(ex.angle_deg(w) - target),
                          "line_residual": res,
                          "line_residual_normalized": res / (math.sqrt(34.0) * np.linalg.norm(w)),
                          "dist_to_wstar": float(np.linalg.norm(w - w_star))})
     for i, (b, w0) in enumerate(zip(base, inits, strict=True)):
-        lhs, lhs_gd, rhs = (closest_on_rays(w0, directions),
-                            float(np.sum((w0 - reached["bn"][i]) ** 2)), lemma_rhs(w0, w_star))
+        lhs, lhs_gd, rhs = (ex.closest_on_rays(w0, directions),
+                            float(np.sum((w0 - reached["bn"][i]) ** 2)), ex.lemma_rhs(w0, w_star))
         rows.append({"record": "lemma", **b, "inner_w0_wstar": float(w0 @ w_star),
                      "hypothesis": bool(w0 @ w_star > 0), "lhs_closest": lhs,
                      "lhs_reached": lhs_gd, "rhs": rhs, "holds_closest": bool(lhs <= rhs),
