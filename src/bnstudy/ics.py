@@ -97,7 +97,7 @@ def layer_groups(model: nn.Module) -> list[tuple[str, list[str]]]:
     names = {id(p): n for n, p in model.named_parameters()}
     groups = [(f"block{k}", [names[id(p)] for m in (b.linear, b.norm) for p in m.parameters()])
               for k, b in enumerate(models.blocks(model), 1)]
-    if any(True for _ in model.head.parameters()):  # the ``unit`` student has no head
+    if models.maps(model)[-1] is model.head:  # the ``unit`` student has no head
         groups.append(("head", [names[id(p)] for p in model.head.parameters()]))
     grouped = [n for _, g in groups for n in g]
     if sorted(grouped) != sorted(names.values()):
@@ -147,8 +147,7 @@ def _compare(g: torch.Tensor, gp: torch.Tensor) -> dict:
 def _input_stats(net: nn.Module, params: dict, probe: torch.Tensor) -> list[tuple]:
     """Per-unit (mean, biased variance) of every layer's input on ``probe``, in train mode."""
     found: list[torch.Tensor] = []
-    mods = [b.linear for b in models.blocks(net)]
-    mods += [net.head] if any(True for _ in net.head.parameters()) else []
+    mods = models.maps(net)
     hooks = [m.register_forward_pre_hook(lambda _m, a: found.append(a[0].detach()))
              for m in mods]
     try:

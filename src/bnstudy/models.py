@@ -133,6 +133,13 @@ def blocks(model: nn.Module) -> list[Block]:
     return [m for m in model.modules() if isinstance(m, Block)]
 
 
+def maps(model: nn.Module) -> list[nn.Module]:
+    """The linear/conv maps, input to output: each block's, then the head unless it has no
+    weights (the ``unit`` student has none)."""
+    head = [model.head] if next(model.head.parameters(), None) is not None else []
+    return [b.linear for b in blocks(model)] + head
+
+
 def _activation(slope: float) -> nn.Module:
     if slope == 1:
         return nn.Identity()
@@ -203,8 +210,7 @@ def _base(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
 
 @torch.no_grad()
 def _initialize(net: Net, cfg: ModelConfig) -> None:
-    maps = [b.linear for b in blocks(net)] + [m for m in [net.head] if hasattr(m, "weight")]
-    for m in maps:
+    for m in maps(net):
         w, b = _base(m)
         if cfg.init == "kaiming":
             nn.init.kaiming_normal_(w, a=cfg.slope, nonlinearity="leaky_relu")
