@@ -60,12 +60,12 @@ import torch
 from torch import nn
 
 from . import checkpoints, hessian
+from .models import ARCHS
 from .options import checked as checked_options
 from .training import TrainConfig, loss_fn
 
 SPACINGS = ("log", "linear")
 BN_STATISTICS = ("batch", "running")
-ARCHS = ("mlp", "dln", "vgg", "unit")
 
 
 def _range(value, what: str) -> tuple[float, float]:
