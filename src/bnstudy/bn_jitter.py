@@ -65,6 +65,7 @@ from . import bn_jitter_maps, models
 from . import bn_jitter_stats as st
 from .normalizers import batchnorm_modules
 from .options import checked as checked_options
+from .options import tuples
 from .training import build
 
 log = logging.getLogger("bnstudy")
@@ -88,12 +89,7 @@ class Options:
 
     @classmethod
     def from_dict(cls, d: dict | None) -> Options:
-        d = checked_options(cls, d, "bn_jitter")
-        if "batch_sizes" in d:
-            if isinstance(d["batch_sizes"], (str, bytes)) or not hasattr(d["batch_sizes"],
-                                                                          "__iter__"):
-                raise ValueError(f"bn_jitter batch_sizes must be a list, got {d['batch_sizes']!r}")
-            d["batch_sizes"] = tuple(d["batch_sizes"])
+        d = tuples(checked_options(cls, d, "bn_jitter"), ("batch_sizes",), "bn_jitter")
         opts = cls(**d)
         opts.validate()
         return opts

@@ -13,3 +13,14 @@ def checked(cls, d: dict | None, what: str) -> dict:
     if unknown:
         raise ValueError(f"unknown {what} option(s) {unknown}; valid: {known}")
     return d
+
+
+def tuples(d: dict, keys, what: str) -> dict:
+    """``d`` with the list options ``keys`` made tuples; a string or scalar is named as an error."""
+    for key in keys:
+        if key in d:
+            v = d[key]
+            if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+                raise ValueError(f"{what} {key} must be a list, got {v!r}")
+            d[key] = tuple(v)
+    return d

@@ -68,6 +68,7 @@ from torch import nn
 from . import models, partition_maps
 from .normalizers import batchnorm_modules
 from .options import checked as checked_options
+from .options import tuples
 from .partition_bn import BN_STATISTICS, frozen_copy
 from .training import build
 
@@ -93,12 +94,8 @@ class Options:
 
     @classmethod
     def from_dict(cls, d: dict | None) -> Options:
-        d = checked_options(cls, d, "partition_density")
-        for key in ("radii", "point_sets"):
-            if key in d:
-                if isinstance(d[key], (str, bytes)) or not hasattr(d[key], "__iter__"):
-                    raise ValueError(f"partition_density {key} must be a list, got {d[key]!r}")
-                d[key] = tuple(d[key])
+        d = tuples(checked_options(cls, d, "partition_density"), ("radii", "point_sets"),
+                   "partition_density")
         opts = cls(**d)
         opts.validate()
         return opts
