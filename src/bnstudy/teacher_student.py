@@ -5,9 +5,10 @@ checkpoint (or only the last, ``checkpoints: last``) with:
 
 - ``gen_error``: Luo's generalization error (Eq. 16-17), ``E_x[(w*^T x - y(x))^2]`` over
   ``x ~ N(0, I/N)`` against the *noise-free* teacher, computed exactly from the student's function:
-  in eval mode a single-unit student ``y = a g(u^T x + b) + c`` (``mlp`` of depth 1 and width 1:
-  the block's map and normalizer fold into the affine ``u^T x + b``, extracted by autograd and
-  verified on test points; ``a, c`` from the head) has ``||a u - w*||^2 / N + (a b + c)^2`` for
+  in eval mode a single-unit student ``y = a g(u^T x + b) + c`` (Luo's ``unit`` model, where
+  ``a = 1, c = 0``, or an ``mlp`` of depth 1 and width 1 with its 1x1 head ``a, c``; the block's
+  map and normalizer fold into the affine ``u^T x + b``, extracted by autograd and verified on
+  test points) has ``||a u - w*||^2 / N + (a b + c)^2`` for
   ``g`` the identity and a Gaussian closed form for ReLU. NaN for any other student.
   ``test_mse`` is the same quantity estimated on the noise-free test set (any model);
   ``train_mse`` is the loss on the noisy training targets. Identifying columns: ``alpha``

@@ -31,7 +31,8 @@ STAGE_CODE = {
     "claims": ["claims.py", "io.py"],
 }
 # Measures run: those with a config section, on the experiments that do not exclude them
-# (an experiment's `measures` list, default all) whose dataset kind they apply to. Tables: training + every table they fill.
+# (an experiment's `measures` list, default all) whose dataset kind they apply to.
+# Tables: training + every table they fill.
 def experiment_measures(name):
     e = config["experiments"][name]
     kind = config["datasets"].get(e["dataset"], {}).get("kind")  # checked in check_config
