@@ -138,6 +138,12 @@ def test_bn_family_theory_and_purity(ds):
     r = rows[0]
     assert r["zeta"] == pytest.approx(3 / 20)  # mu_B and sigma_B: 1/M + 1/(2M)
     assert r["theory"] == pytest.approx(luo_theory.eps_wn_linear(2.0, 0.25, 3 / 20))
+    assert r["convention"] == "paper"  # the option: the curve Luo's Fig. 1a prints
+    # Luo §4's main-text constant, 1/(2M), beside App. C.3's 3/(2M)
+    assert r["zeta_main"] == pytest.approx(1 / 20)
+    assert r["theory_main"] == pytest.approx(luo_theory.eps_wn_linear(2.0, 0.25, 1 / 20))
+    assert r["rel_error_main"] == pytest.approx(r["gen_error"] / r["theory_main"] - 1)
+    assert r["theory_main"] != pytest.approx(r["theory"], rel=0.02)
     assert r["theory_shrinkage"] == pytest.approx(luo_theory.eps_shrinkage_linear(2.0, 0.25,
                                                                                  3 / 20))
     x, y = ds.x_train.astype(np.float64), ds.y_train[:, 0].astype(np.float64)
@@ -154,13 +160,17 @@ def test_bn_family_theory_and_purity(ds):
 
 
 def test_explicit_gamma_decay_uses_the_layers_zeta(ds):
+    """The arm trains mean squared error + zeta gamma^2, ridge lam = alpha zeta: its curve is
+    the 'loss' one whatever the convention option says (that one is for the BN arms)."""
     opts = {"weightnorm_gamma_decay": {"zeta": 0.05, "input_var": "fan_in"}}
     run = training.train(student("weightnorm_gamma_decay", batch_size=20, momentum=0.0,
                                  steps=30, options=opts), ds, "cpu")
-    r = ts.run(run, ds, {"checkpoints": "last", "convention": "loss"}, torch.device("cpu"))[0]
-    assert r["zeta"] == pytest.approx(0.05)
-    assert r["theory"] == pytest.approx(luo_theory.eps_wn_linear(2.0, 0.25, 0.05, "loss"))
-    assert r["convention"] == "loss" and np.isnan(r["theory_shrinkage"])
+    for conv in ("paper", "loss"):
+        r = ts.run(run, ds, {"checkpoints": "last", "convention": conv}, torch.device("cpu"))[0]
+        assert r["zeta"] == pytest.approx(0.05)
+        assert r["theory"] == pytest.approx(luo_theory.eps_wn_linear(2.0, 0.25, 0.05, "loss"))
+        assert r["convention"] == "loss" and np.isnan(r["theory_shrinkage"])
+        assert np.isnan(r["theory_main"])  # BN family only
 
 
 def test_unit_student_reaches_the_minimizers(ds):
@@ -177,7 +187,7 @@ def test_unit_student_reaches_the_minimizers(ds):
     opts = {"weightnorm_gamma_decay": {"zeta": 0.1, "input_var": "fan_in"}}
     wn = training.train(student("weightnorm_gamma_decay", arch="unit", lr=0.3, steps=3000,
                                 options=opts), ds, "cpu")
-    r = ts.run(wn, ds, {"checkpoints": "last", "convention": "loss"}, torch.device("cpu"))[0]
+    r = ts.run(wn, ds, {"checkpoints": "last"}, torch.device("cpu"))[0]  # default: "paper"
     ridge = np.linalg.solve(x.T @ x + 2.0 * 0.1 * np.eye(30), x.T @ y)
     assert r["erm_theory"] == pytest.approx(np.sum((ridge - w) ** 2) / 30, rel=1e-6)
     assert r["gen_error"] == pytest.approx(r["erm_theory"], rel=1e-3)

@@ -27,6 +27,15 @@ checkpoint (or only the last, ``checkpoints: last``) with:
   batch size, the virtual batch size for ghost BN) and at the layer's own ``zeta`` buffer for
   explicit gamma decay (``weightnorm_gamma_decay``, ``population_norm``); NaN for other
   normalizers and where the paper has no closed form (WN + gamma decay with ReLU units).
+  Each arm is compared with the curve of the objective it trains: ``weightnorm_gamma_decay``
+  minimizes ``(1/P) sum_j (.)^2 + zeta gamma^2`` with ``gamma^2 = ||w~||^2 / N``, ridge
+  ``lam = alpha zeta`` (``convention = "loss"`` always); the BN family follows the
+  ``convention`` option (``paper``: ``lam = zeta``, the curve Luo's Fig. 1a prints; ``loss``:
+  the WN + gamma decay objective BN is claimed equivalent to). ``convention`` and ``zeta``
+  (column) name the curve of ``theory``. ``zeta_main``, ``theory_main``, ``rel_error_main``:
+  for the BN family, the same curve at Luo §4's main-text constant ``zeta = 1/(2M)``
+  (``sigma_B`` only; App. C.3's ``3/(2M)`` adds ``mu_B``): the choice of constant alone moves
+  the curve by ~10% at alpha = 2, so both are reported.
   ``theory_shrinkage``: our mean-field curve for normalizers whose statistics come from the
   training set (BN family, ``population_norm``): least squares shrunk by ``1/(1 + zeta)``.
   ``rel_error = gen_error / theory - 1``.
@@ -37,7 +46,8 @@ checkpoint (or only the last, ``checkpoints: last``) with:
 
 Options: ``bn_statistics`` (``running`` | ``recomputed``: BN statistics of the whole training
 set at the checkpoint's weights, as in :mod:`bnstudy.generalization`), ``convention``
-(``paper`` | ``loss``: how zeta maps to the ridge, see :mod:`bnstudy.luo_theory`),
+(``paper`` | ``loss``: how a BN arm's zeta maps to the ridge, see :mod:`bnstudy.luo_theory`;
+the explicit gamma-decay arm always uses its objective's ``loss``),
 ``zeta_exact`` (false: the paper's constants; true: the chi-distribution mean field),
 ``checkpoints`` (``all`` | ``last``), ``erm`` (true | false).
 """
@@ -167,7 +177,8 @@ def exact_error(w: np.ndarray, u: np.ndarray, b: float, a: float, c: float, act:
 
 
 def zeta_of(run_spec: dict, block, act: str | None, o: dict, p: int):
-    """(kind, zeta): kind 'sgd' | 'bn' | 'decay' | None; zeta NaN where the paper has none."""
+    """(kind, zeta): kind 'sgd' | 'bn' | 'decay' | None; zeta NaN where the paper has none.
+    ``o["main_text"]``: a BN arm's zeta without ``mu_B``'s share (Luo §4's ``1/(2M)``)."""
     norm = run_spec["norm"]
     if norm in VANILLA:
         return "sgd", 0.0
@@ -182,6 +193,8 @@ def zeta_of(run_spec: dict, block, act: str | None, o: dict, p: int):
         opts = (mc.get("norm_options") or {}).get(norm)
         m = min(m, int(normalizers.get(norm, opts).options["ghost_batch_size"]))
     sub, div = BN_FAMILY[norm]
+    if o.get("main_text"):  # Luo §4's BN student: sigma_B only, zeta = 1/(2M)
+        sub = False
     try:
         return "bn", luo_theory.zeta_bn(m, act, subtract_mean=sub, divide_std=div,
                                         exact=o["zeta_exact"])
@@ -205,7 +218,7 @@ def run(run: dict, ds, options: dict, device: torch.device) -> list[dict]:
             "data_seed": int(ds.meta["options"].get("seed", 0)),
             "batch_size": p if bsz in (None, "full", 0) else min(int(bsz), p),
             "lr": float(spec["training"]["lr"]), "diverged": bool(run["diverged"]),
-            "convention": o["convention"], "bn_statistics": o["bn_statistics"]}
+            "bn_statistics": o["bn_statistics"]}
     xtr = torch.as_tensor(ds.x_train, device=device)
     ytr = torch.as_tensor(ds.y_train, device=device)
     xte = torch.as_tensor(ds.x_test, device=device)
@@ -236,7 +249,8 @@ def _student_columns(spec, net, w, xte, o, alpha, noise, p) -> dict:
     nan = float("nan")
     out = {"activation": None, "gen_error": nan, "gamma2": nan, "R": nan, "norm_gamma2": nan,
            "head_weight": nan, "zeta": nan, "theory": nan, "theory_sgd": nan,
-           "theory_shrinkage": nan, "rel_error": nan, "_lam": nan}
+           "theory_shrinkage": nan, "rel_error": nan, "convention": o["convention"],
+           "zeta_main": nan, "theory_main": nan, "rel_error_main": nan, "_lam": nan}
     block = single_unit(net)
     if block is None:
         return out
@@ -260,13 +274,21 @@ def _student_columns(spec, net, w, xte, o, alpha, noise, p) -> dict:
     out["theory_sgd"] = float(luo_theory.eps_sgd(alpha, noise, act))
     kind, zeta = zeta_of(spec, block, act, o, p)
     out["zeta"] = zeta
+    conv = "loss" if spec["norm"] == "weightnorm_gamma_decay" else o["convention"]
+    out["convention"] = conv
     if kind == "sgd":
         out["theory"], out["_lam"] = out["theory_sgd"], 0.0
     elif kind in ("bn", "decay") and act == "linear" and np.isfinite(zeta):
-        out["theory"] = float(luo_theory.eps_wn_linear(alpha, noise, zeta, o["convention"]))
-        out["_lam"] = float(luo_theory.ridge_lambda(alpha, zeta, o["convention"]))
+        out["theory"] = float(luo_theory.eps_wn_linear(alpha, noise, zeta, conv))
+        out["_lam"] = float(luo_theory.ridge_lambda(alpha, zeta, conv))
         if kind == "bn" or spec["norm"] == "population_norm":
             out["theory_shrinkage"] = float(luo_theory.eps_shrinkage_linear(alpha, noise, zeta))
-    if np.isfinite(out["theory"]) and out["theory"] > 0:
-        out["rel_error"] = out["gen_error"] / out["theory"] - 1
+        if kind == "bn" and BN_FAMILY[spec["norm"]][1]:
+            zm = zeta_of(spec, block, act, {**o, "main_text": True}, p)[1]
+            out["zeta_main"] = zm
+            out["theory_main"] = float(luo_theory.eps_wn_linear(alpha, noise, zm, conv))
+    for suffix in ("", "_main"):
+        th = out["theory" + suffix]
+        if np.isfinite(th) and th > 0:
+            out["rel_error" + suffix] = out["gen_error"] / th - 1
     return out

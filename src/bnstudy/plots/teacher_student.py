@@ -100,7 +100,6 @@ def draw_alpha(frames, options):
     last = last[last["arm"].isin(arms)]
     panels = sorted(last.groupby(PANEL).groups)
     colors = dict(zip(arms, sns.color_palette(n_colors=len(arms)), strict=True))
-    conv = str(last["convention"].iloc[0])
     fig, axes = plt.subplots(len(panels), 1, figsize=(11.0, 5.0 * len(panels)), squeeze=False)
     for ax, (act, noise, n) in zip(axes[:, 0], panels, strict=True):
         p = last[(last["activation"] == act) & (last["S"] == noise) & (last["N"] == n)]
@@ -113,20 +112,21 @@ def draw_alpha(frames, options):
                 ax.plot(grid, np.where(grid < 2, 1 - grid / 4, np.nan), color="grey", lw=1,
                         label="vanilla SGD, noise-free teacher (lower bound)")
         present = [a for a in arms if a in set(p["arm"])]
-        curves: dict[tuple, list[str]] = {}  # (kind, zeta) -> arms, one line per curve
+        curves: dict[tuple, list[str]] = {}  # (kind, zeta, convention) -> arms, one line each
         for arm in present:
             g = p[p["arm"] == arm]
-            z = _zeta(g)
+            z, conv = _zeta(g), str(g["convention"].iloc[0])
             if z is not None and act == "linear":
-                curves.setdefault(("WN + gamma decay", z), []).append(arm)
+                curves.setdefault(("WN + gamma decay", z, conv), []).append(arm)
                 if g["theory_shrinkage"].notna().any():
-                    curves.setdefault(("shrinkage mean field", z), []).append(arm)
-        for (kind, z), who in curves.items():
+                    curves.setdefault(("shrinkage mean field", z, ""), []).append(arm)
+        for (kind, z, conv), who in curves.items():
             with np.errstate(all="ignore"):
                 y = (lt.eps_wn_linear(grid, noise, z, conv) if kind.startswith("WN")
                      else lt.eps_shrinkage_linear(grid, noise, z))
+            lam = {"paper": ", lam=zeta", "loss": ", lam=alpha zeta"}.get(conv, "")
             ax.plot(grid, y, color=colors[who[0]], ls="--" if kind.startswith("WN") else ":",
-                    lw=1.3, label=f"{kind}, zeta={z:.3g} ({', '.join(who)})")
+                    lw=1.3, label=f"{kind}, zeta={z:.3g}{lam} ({', '.join(who)})")
         for k, arm in enumerate(present):
             g = p[p["arm"] == arm]
             st = _stats(g, "alpha", "err")
@@ -143,8 +143,7 @@ def draw_alpha(frames, options):
         ax.set_ylabel("generalization error (noise-free teacher)")
         ax.set_title(f"{act} student, N = {n}, S = {noise:g}")
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.suptitle("Luo §4 teacher-student: generalization error vs load "
-                 f"(gamma-decay convention '{conv}')")
+    fig.suptitle("Luo §4 teacher-student: generalization error vs load")
     fig.tight_layout()
     return fig
 
@@ -224,9 +223,10 @@ register(Family(
         "alpha = P/N at each run's last checkpoint; dots are means with 95% CIs over all runs "
         "at that load (run seeds and data draws pooled), per normalizer and batch size. Lines: "
         "the closed forms of Luo §4 (solid: vanilla SGD; dashed: WN + gamma decay at the "
-        "zeta Luo equates with the arm; dotted: our shrinkage mean field for batch statistics "
-        "taken on the training set). The vertical line marks where vanilla SGD's closed form "
-        "diverges."),
+        "zeta Luo equates with the arm, with the ridge lam the legend names: lam = alpha zeta "
+        "for the explicit gamma-decay arm, the objective it trains; dotted: our shrinkage mean "
+        "field for batch statistics taken on the training set). The vertical line marks where "
+        "vanilla SGD's closed form diverges."),
 ))
 register(Family(
     "teacher_student_batch_size", draw_batch, tables=("teacher_student",),
