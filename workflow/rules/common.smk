@@ -270,6 +270,8 @@ def _applies(family, experiment):
     if not measured <= set(experiment_measures(experiment)):
         return False
     kind = config["datasets"][EXPERIMENTS[experiment]["dataset"]]["kind"]
+    if family.in_experiment is not None and not family.in_experiment(config, experiment):
+        return False  # the options leave the rows this figure draws empty
     return (kinds is None or kind in kinds) and kind not in family.skip_datasets
 
 

@@ -30,7 +30,10 @@ class Family:
 
     ``scope="experiment"``: one figure per experiment, from the tables restricted to it
     (``figures/<experiment>/<name>.png``); ``datasets`` limits it to those dataset kinds (None:
-    all), ``skip_datasets`` leaves out kinds whose study figures already show it.
+    all), ``skip_datasets`` leaves out kinds whose study figures already show it;
+    ``in_experiment(config, experiment)`` (None: always) says whether the study's options give
+    that experiment's tables the rows the figure draws (e.g. ``partition_density: {maps:
+    false}`` leaves the map table empty), so that no figure is scheduled over an empty table.
     ``scope="study"``: one figure from the whole tables (``figures/study/<name>.png``), for
     analyses and cross-experiment comparisons; ``in_study(config)`` (None: always) says whether
     a study's config gives the figure anything to show, so that no study gets an empty figure.
@@ -47,6 +50,7 @@ class Family:
     scope: str = "experiment"
     skip_datasets: tuple[str, ...] = ()
     in_study: Callable[[dict], bool] | None = None
+    in_experiment: Callable[[dict, str], bool] | None = None
 
 
 @dataclass(frozen=True)

@@ -186,9 +186,16 @@ register(Family(
         "cross-polytope (middle configured radius), at initialization (solid) and at the last "
         "checkpoint (dashed); bands are 95% CIs over seeds."),
 ))
+def maps_measured(config: dict, experiment: str) -> bool:
+    """Whether the study's ``partition_density`` options give ``experiment`` map rows: only
+    ``maps: false`` turns them off (default true, as ``partition_density.Options.maps``; the
+    2-D data needed are the family's ``datasets``)."""
+    return bool((config.get("partition_density") or {}).get("maps", True))
+
+
 register(Family(
     "partition_density_maps", draw_maps, tables=("partition_density_maps",),
-    module="partition_density", datasets=("star2d",), caption=(
+    module="partition_density", datasets=("star2d",), in_experiment=maps_measured, caption=(
         "The picture of BN-Explained Fig. 3: partition density over a grid covering the 2-D "
         "data (darker = more boundaries crossing the cross-polytope around that location), "
         "for the first, middle and last hidden layer and all layers (columns), per normalizer "

@@ -1,0 +1,47 @@
+"""Per-experiment figures are scheduled only when the options give their table rows."""
+
+import pytest
+from workflow_utils import copy_workflow, snakemake, tiny_config, write_config
+
+from bnstudy import partition_density as pdm
+from bnstudy import plots
+from bnstudy.plots import partition_density as pdplots
+
+
+def test_partition_maps_need_maps_on():
+    fam = plots.get("partition_density_maps")
+    assert fam.in_experiment is pdplots.maps_measured
+    assert not fam.in_experiment({"partition_density": {"maps": False}}, "star")
+    assert fam.in_experiment({"partition_density": {"maps": True}}, "star")
+    # the default (an empty section or none at all) matches the measure's default
+    assert pdm.Options().maps is True
+    assert fam.in_experiment({"partition_density": {}}, "star")
+    assert fam.in_experiment({"partition_density": None}, "star")
+
+
+def test_only_option_dependent_families_declare_a_predicate():
+    """Every other experiment-scope family's table has rows whatever the options: the maps are
+    the only table an option empties (bn_jitter's boundary table keeps its data rows and the
+    disagreement grid for map_realizations: 0; smoothness without the Hessian keeps NaN
+    columns; ics layers, teacher_student checkpoints and point_sets only select rows)."""
+    plots.load_all()
+    declared = {n for n, f in plots.FAMILIES.items() if f.in_experiment is not None}
+    assert declared == {"partition_density_maps"}
+
+
+@pytest.mark.workflow
+def test_dry_run_schedules_no_map_figure_without_maps(tmp_path):
+    wd = copy_workflow(tmp_path / "wf")
+    outs = {}
+    for maps in (True, False):
+        cfg = tiny_config()
+        cfg["partition_density"] = {**cfg["partition_density"], "maps": maps}
+        write_config(wd / f"maps_{maps}.yaml", cfg)
+        out = snakemake(wd, "-n", "--configfile", f"maps_{maps}.yaml")
+        outs[maps] = out.stdout + out.stderr
+    assert "figures/star/partition_density_maps.png" in outs[True]
+    assert "figures/star/partition_density_maps.png" not in outs[False]
+    # the table is still made (the measure writes it, empty), and the other figures stay
+    for text in outs.values():
+        assert "tables/partition_density_maps.parquet" in text
+        assert "figures/star/partition_density_steps.png" in text
