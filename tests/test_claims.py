@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -28,6 +30,7 @@ def test_paired_effect_pairs_by_seed_and_drops_missing():
 @pytest.mark.parametrize("rule, lo, hi, margin, expected", [
     ("less", -2, -1, 0, "supported"), ("less", 1, 2, 0, "not supported"),
     ("less", -1, 1, 0, "inconclusive"), ("more", 1, 2, 0, "supported"),
+    ("more", -2, -1, 0, "not supported"), ("more", -1, 1, 0, "inconclusive"),
     ("no_less", -0.01, 3, 0.02, "supported"), ("no_less", -1, -0.5, 0.02, "not supported"),
     ("no_less", -1, 1, 0.02, "inconclusive"), ("equivalent", -0.05, 0.05, 0.1, "supported"),
     ("equivalent", 0.2, 0.3, 0.1, "not supported"), ("equivalent", -0.05, 0.3, 0.1, "inconclusive"),
@@ -35,6 +38,73 @@ def test_paired_effect_pairs_by_seed_and_drops_missing():
 ])
 def test_verdict_rules(rule, lo, hi, margin, expected):
     assert claims._verdict(rule, lo, hi, margin) == expected
+
+
+# Paired effects (norm minus baseline, one per seed) that put the CI in each verdict's region of
+# a rule with margin m: clearly inside, clearly outside, and straddling the boundary.
+def _effects(rule: str, verdict: str, m: float) -> np.ndarray:
+    jitter = np.array([-1.0, 0.0, 1.0, 0.5, -0.5])
+    centre = {("less", "supported"): -1.0, ("less", "not supported"): 1.0,
+              ("more", "supported"): 1.0, ("more", "not supported"): -1.0,
+              ("no_less", "supported"): 0.0, ("no_less", "not supported"): -m - 1.0,
+              ("equivalent", "supported"): 0.0, ("equivalent", "not supported"): m + 1.0}
+    if verdict == "inconclusive":
+        edge = {"less": 0.0, "more": 0.0, "no_less": -m, "equivalent": m}[rule]
+        return edge + 10.0 * jitter
+    spread = 0.01 * m if rule in ("no_less", "equivalent") and verdict == "supported" else 0.01
+    return centre[(rule, verdict)] + spread * jitter
+
+
+@pytest.mark.parametrize("claim", claims.CLAIMS, ids=lambda c: c.key)
+@pytest.mark.parametrize("verdict", ["supported", "not supported", "inconclusive"])
+def test_every_ledger_claim_can_return_each_verdict(monkeypatch, claim, verdict):
+    """Each claim's rule and margin, through evaluate(), on synthetic per-run values: no claim
+    is impossible to support, to fail, or to leave open."""
+    eff = _effects(claim.rule, verdict, claim.margin)
+    seeds = range(len(eff))
+    norm = claim.norms[0]
+    idx = [("e", "d", "m", norm, s) for s in seeds]
+    vals = list(1.0 + eff)
+    if claim.baseline is not None:
+        idx += [("e", "d", "m", claim.baseline, s) for s in seeds]
+        vals += [1.0] * len(eff)
+    else:
+        vals = list(eff)
+    series = pd.Series(vals, index=pd.MultiIndex.from_tuples(idx, names=[*claims.IDS, "norm",
+                                                                         "seed"]))
+    fake = dataclasses.replace(claim, metric=lambda df: series, curve=None)
+    monkeypatch.setattr(claims, "CLAIMS", (fake,))
+    ledger = claims.evaluate({claim.table: pd.DataFrame({"x": [0]})})
+    row = ledger[ledger["claim_id"] == claim.key].iloc[0]
+    assert row["verdict"] == verdict, (row["effect"], row["ci_low"], row["ci_high"])
+
+
+def _ics(ics_bn, ics_none):
+    """An ics table: layer 1 (ignored) and layer 2 at two checkpoints, 1 - cos as given."""
+    rows = []
+    for norm, values in (("batchnorm", ics_bn), ("none", ics_none)):
+        for seed, v in enumerate(values):
+            for step in (0, 10):
+                for layer, ics in ((1, 0.5), (2, v)):
+                    rows.append({"experiment": "e", "dataset": "d", "model": "m", "norm": norm,
+                                 "seed": seed, "step": step, "layer": layer,
+                                 "grad_cosine": 1.0 - ics})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("ics_bn, expected", [
+    ([5e-4, 6e-4, 4e-4, 5e-4], "not supported"),   # BN's ICS a tenth of the baseline's
+    ([5e-3, 4.2e-3, 5.9e-3, 5.1e-3], "supported"),  # as large as the baseline's
+    ([1e-4, 1.5e-2, 2e-4, 1.2e-2], "inconclusive"),
+])
+def test_ics_claim_can_fail_at_a_near_zero_baseline(ics_bn, expected):
+    """The DLN regime: the standard net's ICS (1 - cos) is ~0.005, below an absolute margin of
+    0.02; the relative rule still tells a tenfold reduction from none."""
+    ledger = claims.evaluate({"ics": _ics(ics_bn, [5e-3, 4e-3, 6e-3, 5e-3])})
+    row = ledger.set_index("claim_id").loc["ics_grad"]
+    assert row["verdict"] == expected
+    assert row["effect"] == pytest.approx(np.mean(
+        np.log((np.array(ics_bn) + 1e-4) / (np.array([5e-3, 4e-3, 6e-3, 5e-3]) + 1e-4))))
 
 
 def _smoothness(beta_bn, beta_none):
@@ -60,13 +130,51 @@ def test_ledger_verdicts_come_from_the_data():
     assert ledger.loc["ics_grad", "verdict"] == "not measured"
 
 
+def _smooth_steps(bn, none):
+    """A smoothness table whose beta_eff (and friends) differ across checkpoints."""
+    rows = []
+    for norm, runs in (("batchnorm", bn), ("none", none)):
+        for seed, per_step in enumerate(runs):
+            for step, beta in enumerate(per_step):
+                rows.append({"experiment": "e", "dataset": "d", "model": "m", "norm": norm,
+                             "seed": seed, "step": step, "beta_eff": beta, "grad_pred_max": beta,
+                             "loss_min": 1.0 if np.isfinite(beta) else np.inf,
+                             "loss_max": 1.0 + beta})
+    return pd.DataFrame(rows)
+
+
+def test_smoothness_is_the_mean_over_checkpoints_of_the_log():
+    bn = [[1.0, 100.0], [1.2, 90.0], [0.9, 110.0]]  # geometric mean ~10, arithmetic ~50
+    none = [[10.0, 10.0], [11.0, 11.0], [9.0, 9.0]]
+    by = claims.evaluate({"smoothness": _smooth_steps(bn, none)}).set_index("claim_id")
+    expected = np.mean([np.mean(np.log(b)) - np.mean(np.log(n))
+                        for b, n in zip(bn, none, strict=True)])
+    assert by.loc["beta_smooth", "effect"] == pytest.approx(expected)
+    assert by.loc["beta_smooth", "verdict"] == "inconclusive"  # the log of the mean: "not supp."
+
+
+def test_a_blow_up_counts_as_the_worst_value():
+    """BN blows up at its second checkpoint in every seed: dropping those probes would leave
+    only its smooth first checkpoints and support 'BN is smoother'."""
+    bn = [[1.0, np.inf], [1.1, np.inf], [0.9, np.inf]]
+    none = [[5.0, 5.0], [5.5, 5.5], [4.5, 4.5]]
+    by = claims.evaluate({"smoothness": _smooth_steps(bn, none)}).set_index("claim_id")
+    worst = np.log(10 * 5.5)  # 10 x the largest finite beta_eff in the table
+    expected = np.mean([(np.log(b[0]) + worst) / 2 - np.log(n[0])
+                        for b, n in zip(bn, none, strict=True)])
+    for key in ("beta_smooth", "grad_pred", "lipschitz"):
+        assert by.loc[key, "effect"] == pytest.approx(expected), key
+        assert by.loc[key, "verdict"] == "not supported", key
+        assert "blow-up" in by.loc[key, "quantity"]
+
+
 def test_single_seed_is_inconclusive():
     ledger = claims.evaluate({"smoothness": _smoothness([1.0], [10.0])}).set_index("claim_id")
     assert ledger.loc["beta_smooth", "verdict"] == "inconclusive"
     assert "fewer than 2" in ledger.loc["beta_smooth", "note"]
 
 
-def _jitter(band16, band256, ghost256, ratio_mu, conv=False):
+def _jitter(band16, band256, ghost256, ratio_mu, conv=False, deep=(5.0, 5.0, 5.0)):
     """A bn_jitter table: boundary rows at two batch sizes, and layer rows (first layer 1)."""
     rows = []
     ids = {"experiment": "e", "dataset": "d", "model": "m", "applicable": True}
@@ -80,7 +188,7 @@ def _jitter(band16, band256, ghost256, ratio_mu, conv=False):
                                  "layer": "boundary", "layer_index": 0, "band_fraction": band,
                                  "samples_per_stat": np.nan, "ratio_mu": np.nan,
                                  "ratio_sigma2": np.nan})
-                    for li, r in ((1, ratio_mu[seed]), (2, 5.0)):  # deeper layers: ignored
+                    for li, r in ((1, ratio_mu[seed]), (2, deep[seed])):
                         rows.append({**ids, "norm": norm, "seed": seed, "step": step,
                                      "batch_size": bsz, "batch_size_effective": bsz,
                                      "layer": str(li), "layer_index": li, "band_fraction": np.nan,
@@ -111,3 +219,45 @@ def test_jitter_and_proposition2_claims_from_the_data():
     conv = claims.evaluate({"bn_jitter": _jitter([0.8] * 3, [0.2] * 3, [0.5] * 3, [1.0] * 3,
                                                  conv=True)}).set_index("claim_id")
     assert conv.loc["prop2_mu", "verdict"] == "not measured"  # conv layers: not a prediction
+
+
+def test_proposition2_first_layer_is_a_check_and_deeper_layers_a_test():
+    df = _jitter([0.8, 0.9, 0.85], [0.2, 0.25, 0.3], [0.5, 0.6, 0.55], [1.01, 0.98, 1.02],
+                 deep=(1.6, 1.5, 1.7))
+    by = claims.evaluate({"bn_jitter": df}).set_index(["claim_id", "norm"])
+    first, deep = by.loc[("prop2_mu", "batchnorm")], by.loc[("prop2_deep_mu", "batchnorm")]
+    assert first["role"] == "implementation check" and "implementation check" in first["claim"]
+    assert first["verdict"] == "supported"
+    assert deep["role"] == "test" and deep["verdict"] == "not supported"
+    assert deep["effect"] == pytest.approx(np.mean(np.log([1.6, 1.5, 1.7])))
+    ok = claims.evaluate({"bn_jitter": _jitter([0.8] * 3, [0.2] * 3, [0.5] * 3, [1.0] * 3,
+                                               deep=(1.02, 0.99, 1.01))})
+    ok = ok.set_index(["claim_id", "norm"])
+    assert ok.loc[("prop2_deep_sigma2", "batchnorm"), "verdict"] == "supported"
+
+
+def _luo(rel, rel_main, wn_rel):
+    """A teacher_student table at alpha = 2: BN (M = 32) and WN + gamma decay, three draws."""
+    rows = []
+    for d in range(3):
+        common = {"dataset": f"ts{d}", "model": "unit", "seed": 0, "step": 100, "alpha": 2.0}
+        rows.append({**common, "experiment": f"a2_d{d}_sgd", "norm": "batchnorm",
+                     "batch_size": 32, "zeta": 3 / 64, "zeta_main": 1 / 64,
+                     "convention": "paper", "rel_error": rel[d], "rel_error_main": rel_main[d]})
+        rows.append({**common, "experiment": f"a2_d{d}_wn", "norm": "weightnorm_gamma_decay",
+                     "batch_size": 64, "zeta": 1 / 64, "zeta_main": np.nan,
+                     "convention": "loss", "rel_error": wn_rel[d], "rel_error_main": np.nan})
+    return pd.DataFrame(rows)
+
+
+def test_luo_rows_name_their_curve_and_test_both_bn_constants():
+    df = _luo([0.2, 0.22, 0.21], [0.01, -0.02, 0.02], [0.01, 0.0, -0.01])
+    by = claims.evaluate({"teacher_student": df}).set_index(["claim_id", "norm"])
+    bn, main = by.loc[("luo_bn", "batchnorm")], by.loc[("luo_bn_main", "batchnorm")]
+    assert bn["verdict"] == "not supported" and main["verdict"] == "supported"
+    assert main["effect"] == pytest.approx(np.mean([0.01, -0.02, 0.02]))
+    assert "zeta = 0.04688 = 1.5/M, M = 32, ridge lam = zeta" in bn["curve"]
+    assert "zeta = 0.01562 = 0.5/M, M = 32, ridge lam = zeta" in main["curve"]
+    wn = by.loc[("luo_wn", "weightnorm_gamma_decay")]
+    assert "ridge lam = alpha zeta" in wn["curve"] and wn["verdict"] == "supported"
+    assert "alpha zeta" in wn["claim"]

@@ -11,7 +11,11 @@ sides' means. The verdict comes from the interval alone, by the claim's stated r
   above 0, inconclusive otherwise;
 - ``more`` claims: the mirror image;
 - ``no_less`` claims ("X does not reduce Y"): supported if the CI lies above ``-margin``, not
-  supported if it lies below ``-margin``; inconclusive otherwise;
+  supported if it lies below ``-margin``; inconclusive otherwise. Its one use, Santurkar's "BN
+  does not reduce ICS", compares on a log scale (``log((ics_bn + 1e-4) / (ics_none + 1e-4))``,
+  margin ``log 1.25``: not supported iff BN's ICS is reliably below 0.8 times the baseline's),
+  so that it can fail whatever the baseline's level (above the floor); an absolute margin on
+  ``1 - cos`` could not once the baseline's ICS fell below it;
 - ``equivalent`` claims: supported if the CI lies inside ``[-margin, margin]``, not supported if
   it lies outside it entirely, inconclusive otherwise.
 
@@ -19,6 +23,14 @@ With fewer than two seeds, or without the data a claim needs (a normalizer or me
 did not run), the verdict is ``inconclusive`` / ``not measured`` and says so. Study-level
 analyses (Luo's closed forms, Dannemann-Junike's counterexample) contribute rows of their own
 whose rule is stated in the same way.
+
+Columns beyond the numbers: ``role`` is ``test`` for a claim where the paper makes a prediction
+the data could contradict and ``implementation check`` where the stated result holds by
+construction (Proposition 2 at the first BN layer: there the batch is an exact sample of the
+population the formula uses, so agreement checks the measurement, not the proposition; the
+``prop2_deep_*`` rows test it at deeper layers); ``curve`` names the closed form and constant a
+Luo row is compared with (zeta, its multiple of 1/M, the ridge convention). The per-run metrics
+are in :mod:`bnstudy.claims_metrics` (Santurkar, Luo) and :mod:`bnstudy.claims_jitter`.
 """
 
 from __future__ import annotations
@@ -31,6 +43,7 @@ import pandas as pd
 from scipy import stats
 
 from . import claims_jitter as cj
+from . import claims_metrics as cm
 
 IDS = ["experiment", "dataset", "model"]
 
@@ -47,12 +60,8 @@ class Claim:
     baseline: str | None = "none"  # None: the values themselves are the effect (one-sample)
     rule: str = "less"
     margin: float = 0.0
-
-
-def _per_run(df: pd.DataFrame, col: str, log: bool = False) -> pd.Series:
-    keys = ["experiment", "dataset", "model", "norm", "seed"]
-    v = df.groupby(keys)[col].mean()
-    return np.log(v) if log else v
+    role: str = "test"  # or "implementation check": holds by construction, see the docstring
+    curve: Callable[[pd.DataFrame, str, str], str] | None = None  # (table, norm, experiment)
 
 
 def _pd_concentration(df: pd.DataFrame) -> pd.Series:
@@ -69,46 +78,10 @@ def _pd_concentration(df: pd.DataFrame) -> pd.Series:
     return np.log((wide["train"] + 0.5) / (wide["random"] + 0.5))
 
 
-def _ics(df: pd.DataFrame) -> pd.Series:
-    d = df[df["layer"] != 1].copy() if "layer" in df else df.copy()
-    d["ics"] = 1.0 - d["grad_cosine"]
-    return _per_run(d, "ics")
-
-
-def _final_train_loss(df: pd.DataFrame) -> pd.Series:
-    d = df[df["split"] == "train"]
-    last = d.groupby(["experiment", "norm", "seed"])["step"].transform("max")
-    return _per_run(d[d["step"] == last], "loss", log=True)
-
-
-def _smooth(col: str) -> Callable[[pd.DataFrame], pd.Series]:
-    def metric(df: pd.DataFrame) -> pd.Series:
-        d = df.copy()
-        if col == "loss_variation":
-            d[col] = d["loss_max"] - d["loss_min"]
-        d = d[np.isfinite(d[col]) & (d[col] > 0)]
-        return _per_run(d, col, log=True)
-
-    return metric
-
-
-def _rel_error(df: pd.DataFrame) -> pd.Series:
-    """Measured generalization error / closed form - 1 at the final checkpoint of each run,
-    pooled per load alpha (and model): the replicates are every (experiment, seed) pair at that
-    load, since Luo's study draws a new data set per replicate (separate experiments)."""
-    d = df[np.isfinite(df["rel_error"])] if "rel_error" in df else df.iloc[0:0]
-    if d.empty:
-        return pd.Series(dtype=float)
-    d = d[d["step"] == d.groupby(["experiment", "norm", "seed"])["step"].transform("max")].copy()
-    alpha = d["alpha"] if "alpha" in d else pd.Series("?", index=d.index)
-    d["replicate"] = d["experiment"].astype(str) + "/" + d["seed"].astype(str)
-    d["experiment"] = "alpha=" + alpha.map("{:g}".format) + " (pooled)"
-    d["dataset"] = "teacher_student"
-    d["seed"] = d.groupby(["experiment", "norm"])["replicate"].rank(method="dense").astype(int)
-    return _per_run(d, "rel_error")
-
-
 LP = ("l1norm", "l2norm", "linfnorm")
+BN_JITTER = ("batchnorm", "batchnorm_fixed_affine", "ghost_batchnorm")
+SMOOTH_NOTE = (f"; a blow-up (non-finite probe) counts as {cm.BLOWUP_FACTOR:g} x the largest "
+               "finite value in the table, 0 as the smallest positive one")
 PD_CLAIM = ("BN concentrates the spline partition near the data, not near random points, at "
             "random initialization")
 PD_QUANTITY = ("log((boundaries near train + .5) / (near random + .5)) at step 0, all layers, "
@@ -118,23 +91,25 @@ CLAIMS = (
             PD_QUANTITY, _pd_concentration, ("batchnorm", "batchnorm_fixed_affine"),
             baseline=base, rule="more") for base in ("none", "zero_bias", "random_bias")),
     Claim("ics_grad", "Santurkar et al.", "BN does not reduce (gradient) internal covariate "
-          "shift", "ics", "1 - cos(G, G') averaged over layers 2.. and checkpoints", _ics,
-          ("batchnorm",), rule="no_less", margin=0.02),
+          "shift", "ics", "log(ICS + 1e-4), ICS = 1 - cos(G, G') averaged over layers 2.. and "
+          "checkpoints; effect = log((ICS_bn + 1e-4) / (ICS_none + 1e-4))", cm.ics,
+          ("batchnorm",), rule="no_less", margin=float(np.log(1.25))),
     Claim("lipschitz", "Santurkar et al.", "BN improves the Lipschitzness of the loss (smaller "
           "loss variation along the gradient)", "smoothness",
-          "log(loss_max - loss_min over the probes), mean over checkpoints",
-          _smooth("loss_variation"), ("batchnorm",), rule="less"),
+          "log(loss_max - loss_min over the probes), mean over checkpoints" + SMOOTH_NOTE,
+          cm.smooth("loss_variation"), ("batchnorm",), rule="less"),
     Claim("grad_pred", "Santurkar et al.", "BN improves gradient predictiveness", "smoothness",
-          "log(max ||grad L(w - eta g) - g||), mean over checkpoints", _smooth("grad_pred_max"),
-          ("batchnorm",), rule="less"),
+          "log(max ||grad L(w - eta g) - g||), mean over checkpoints" + SMOOTH_NOTE,
+          cm.smooth("grad_pred_max"), ("batchnorm",), rule="less"),
     Claim("beta_smooth", "Santurkar et al.", "BN lowers the effective beta-smoothness",
-          "smoothness", "log(beta_eff), mean over checkpoints", _smooth("beta_eff"),
-          ("batchnorm",), rule="less"),
+          "smoothness", "log(beta_eff), mean over checkpoints" + SMOOTH_NOTE,
+          cm.smooth("beta_eff"), ("batchnorm",), rule="less"),
     Claim("lp_smooth", "Santurkar et al.", "l_p normalizations smooth the landscape like BN "
           "(lower effective beta-smoothness than no normalization)", "smoothness",
-          "log(beta_eff), mean over checkpoints", _smooth("beta_eff"), LP, rule="less"),
+          "log(beta_eff), mean over checkpoints" + SMOOTH_NOTE, cm.smooth("beta_eff"), LP,
+          rule="less"),
     Claim("noisy_bn", "Santurkar et al.", "noisy BN trains about as well as BN (final training "
-          "loss within a factor 1.5)", "training", "log(final train loss)", _final_train_loss,
+          "loss within a factor 1.5)", "training", "log(final train loss)", cm.final_train_loss,
           ("noisy_batchnorm",), baseline="batchnorm", rule="equivalent", margin=float(np.log(1.5))),
     Claim("jitter_batch", "Balestriero & Baraniuk", "smaller mini-batches jitter BN's decision "
           "boundary more (Fig. 6)", "bn_jitter", "log(boundary band fraction at the smallest / "
@@ -144,23 +119,41 @@ CLAIMS = (
           "than the real one) jitters the decision boundary more than BN", "bn_jitter",
           "log(boundary band fraction) at the largest batch size, mean over checkpoints",
           cj.jitter_band, ("ghost_batchnorm",), baseline="batchnorm", rule="more"),
-    *(Claim(f"prop2_{s}", "Balestriero & Baraniuk", f"Proposition 2 gives the mini-batch variance "
-            f"of BN's {t} (within 10%)", "bn_jitter", f"log(empirical / predicted var of {t}), "
+    *(Claim(f"prop2_{s}", "Balestriero & Baraniuk", f"implementation check, not a test: at the "
+            f"first BN layer Proposition 2's variance of BN's {t} is exact (the batch is a "
+            "sample of the population it uses), so agreement within 10% checks the "
+            "measurement's Monte Carlo", "bn_jitter", f"log(empirical / predicted var of {t}), "
             "first BN layer of fully connected nets, mean over checkpoints and batch sizes",
-            cj.prop2_ratio(s), ("batchnorm", "batchnorm_fixed_affine", "ghost_batchnorm"),
-            baseline=None, rule="equivalent", margin=float(np.log(1.1)))
+            cj.prop2_ratio(s), BN_JITTER, baseline=None, rule="equivalent",
+            margin=float(np.log(1.1)), role="implementation check")
+      for s, t in (("mu", "mu_B"), ("sigma2", "sigma_B^2"))),
+    *(Claim(f"prop2_deep_{s}", "Balestriero & Baraniuk", f"Proposition 2 predicts the "
+            f"mini-batch variance of BN's {t} at deeper BN layers from the layer's input "
+            "population (within 10%), although earlier layers normalize by the same batch",
+            "bn_jitter", f"log(empirical / predicted var of {t}), BN layers after the first "
+            "of fully connected nets, mean over layers, checkpoints and batch sizes",
+            cj.prop2_ratio(s, deeper=True), BN_JITTER, baseline=None, rule="equivalent",
+            margin=float(np.log(1.1)))
       for s, t in (("mu", "mu_B"), ("sigma2", "sigma_B^2"))),
     Claim("luo_sgd", "Luo et al.", "vanilla SGD's generalization error follows the closed form "
           "(within 10%)", "teacher_student", "gen_error / closed form - 1, final checkpoint",
-          _rel_error, ("none",), baseline=None, rule="equivalent", margin=0.1),
-    Claim("luo_bn", "Luo et al.", "BN's generalization error follows WN + gamma decay (zeta = "
-          "3/(2M) for BN, 1/(2M) for variance-only BN; within 10%)", "teacher_student",
-          "gen_error / closed form (WN + gamma decay) - 1, final checkpoint", _rel_error,
-          ("batchnorm", "weightnorm_varonly_bn"), baseline=None, rule="equivalent", margin=0.1),
-    Claim("luo_wn", "Luo et al.", "WN + gamma decay's generalization error follows its closed "
-          "form (Krogh & Hertz ridge curve; within 10%)", "teacher_student",
-          "gen_error / closed form (WN + gamma decay) - 1, final checkpoint", _rel_error,
-          ("weightnorm_gamma_decay",), baseline=None, rule="equivalent", margin=0.1),
+          cm.rel_error(), ("none",), baseline=None, rule="equivalent", margin=0.1,
+          curve=cm.luo_curve()),
+    Claim("luo_bn", "Luo et al.", "BN's generalization error follows WN + gamma decay at App. "
+          "C.3's zeta (3/(2M) for BN with mu_B, 1/(2M) for variance-only BN; within 10%)",
+          "teacher_student", "gen_error / closed form (WN + gamma decay) - 1, final checkpoint",
+          cm.rel_error(), ("batchnorm", "weightnorm_varonly_bn"), baseline=None,
+          rule="equivalent", margin=0.1, curve=cm.luo_curve()),
+    Claim("luo_bn_main", "Luo et al.", "BN's generalization error follows WN + gamma decay at "
+          "the main text's zeta = 1/(2M) (§4, Fig. 1a; within 10%)", "teacher_student",
+          "gen_error / closed form (WN + gamma decay at 1/(2M)) - 1, final checkpoint",
+          cm.rel_error("rel_error_main"), ("batchnorm",), baseline=None, rule="equivalent",
+          margin=0.1, curve=cm.luo_curve("zeta_main")),
+    Claim("luo_wn", "Luo et al.", "WN + gamma decay's generalization error follows the closed "
+          "form of the objective it trains (Krogh & Hertz ridge, lam = alpha zeta; within 10%)",
+          "teacher_student", "gen_error / closed form (WN + gamma decay) - 1, final checkpoint",
+          cm.rel_error(), ("weightnorm_gamma_decay",), baseline=None, rule="equivalent",
+          margin=0.1, curve=cm.luo_curve()),
 )
 
 
@@ -183,8 +176,8 @@ def _verdict(rule: str, lo: float, hi: float, margin: float) -> str:
 RULE_TEXT = {
     "less": "supported iff the CI of the effect lies below 0; not supported iff above 0",
     "more": "supported iff the CI of the effect lies above 0; not supported iff below 0",
-    "no_less": "supported iff the CI lies above -{m:g}; not supported iff below -{m:g}",
-    "equivalent": "supported iff the CI lies inside ±{m:g}; not supported iff outside it",
+    "no_less": "supported iff the CI lies above -{m:.3g}; not supported iff below -{m:.3g}",
+    "equivalent": "supported iff the CI lies inside ±{m:.3g}; not supported iff outside it",
 }
 
 
@@ -199,7 +192,8 @@ def paired_effect(a: pd.Series, b: pd.Series, level: float) -> dict:
         sd = float(diff.std(ddof=1))
         half = float(stats.t.ppf(0.5 + level / 2, n - 1) * sd / np.sqrt(n))
         out.update(ci_low=out["effect"] - half, ci_high=out["effect"] + half,
-                   cohens_dz=out["effect"] / sd if sd > 0 else np.inf * np.sign(out["effect"]))
+                   cohens_dz=(out["effect"] / sd if sd > 0 else np.inf * np.sign(out["effect"])
+                              if out["effect"] != 0 else np.nan))
     return out
 
 
@@ -207,7 +201,8 @@ def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95) -> pd.DataFra
     rows = []
     for c in CLAIMS:
         base = {"claim_id": c.key, "paper": c.paper, "claim": c.claim, "quantity": c.quantity,
-                "rule": RULE_TEXT[c.rule].format(m=c.margin), "baseline": c.baseline}
+                "rule": RULE_TEXT[c.rule].format(m=c.margin), "baseline": c.baseline,
+                "role": c.role, "curve": ""}
         df = frames.get(c.table)
         if df is None or df.empty:
             rows.append({**base, "verdict": "not measured", "note": f"no {c.table} table"})
@@ -231,7 +226,9 @@ def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95) -> pd.DataFra
                 eff = paired_effect(by_norm[norm], base_values, level)
                 verdict = _verdict(c.rule, eff["ci_low"], eff["ci_high"], c.margin)
                 note = "" if eff["n_seeds"] >= 2 else "fewer than 2 paired seeds"
-                rows.append({**base, "experiment": exp, "dataset": ds, "model": model,
+                curve = c.curve(df, norm, exp) if c.curve else ""
+                rows.append({**base, "curve": curve, "experiment": exp, "dataset": ds,
+                             "model": model,
                              "norm": norm, "value": float(by_norm[norm].mean()),
                              "baseline_value": float(base_values.mean()), **eff,
                              "verdict": verdict, "note": note})
@@ -251,7 +248,8 @@ def dannemann_claim(df: pd.DataFrame | None) -> list[dict]:
                         "4.5 at W0 = W*",
             "rule": "supported iff the gradient norm > 1e-6, the GD residual < 1e-6 and the "
                     "inequality fails at W0 = W*; not supported if the gradient vanishes or the "
-                    "inequality holds", "baseline": "plain least squares"}
+                    "inequality holds", "baseline": "plain least squares", "role": "test",
+            "curve": ""}
     if df is None or df.empty:
         return [{**base, "verdict": "not measured", "note": "no dannemann table"}]
     grad = df[(df["record"] == "gradient") & (df["method"] == "autograd_batchnorm1d")]["grad_norm"]

@@ -110,7 +110,9 @@ def claims_section(ledger: pd.DataFrame, level: float) -> str:
             f"({summary}). The effect is the paired per-seed difference of the stated quantity "
             f"(normalizer minus baseline), with its {level:.0%} Student-t CI over seeds and "
             f"Cohen's d_z; the verdict follows the stated rule from the CI alone. 'not measured' "
-            f"means the study did not run what the claim needs.</p>")
+            f"means the study did not run what the claim needs. Rows marked [implementation "
+            f"check] hold by construction (they check the measurement, not the paper); Luo rows "
+            f"name the closed form and constant they are compared with.</p>")
     rows = []
     for _, r in ledger.iterrows():
         colour = VERDICT_COLOURS.get(r["verdict"], "#fff")
@@ -127,10 +129,16 @@ def claims_section(ledger: pd.DataFrame, level: float) -> str:
             if pd.notna(r.get("baseline_value")) and isinstance(r.get("baseline"), str):
                 vals += f" vs {r['baseline_value']:.4g} ({html.escape(r['baseline'])})"
         note = html.escape(str(r.get("note") or ""))
+        quantity = html.escape(r["quantity"])
+        if isinstance(r.get("curve"), str) and r["curve"]:
+            quantity += f"<br><i>curve: {html.escape(r['curve'])}</i>"
+        role = r.get("role")
+        check = (f" <i>[{html.escape(role)}]</i>" if isinstance(role, str) and role != "test"
+                 else "")
         rows.append(
-            f"<tr><td style='text-align:left'>{html.escape(r['paper'])}</td>"
+            f"<tr><td style='text-align:left'>{html.escape(r['paper'])}{check}</td>"
             f"<td style='text-align:left'>{html.escape(r['claim'])}</td>"
-            f"<td style='text-align:left'>{html.escape(r['quantity'])}</td>"
+            f"<td style='text-align:left'>{quantity}</td>"
             f"<td>{html.escape(where)}</td><td>{vals}</td><td>{eff}</td>"
             f"<td style='background:{colour}'><b>{html.escape(r['verdict'])}</b></td>"
             f"<td style='text-align:left'>{html.escape(r['rule'])}. {note}</td></tr>")
