@@ -1,19 +1,28 @@
 # bnstudy: what do normalization layers do to a deep network?
 # This file is the table of contents: config + validation, the stages, and the final target.
 
-from snakemake.utils import min_version, validate
+from pathlib import Path
+
+from snakemake.utils import min_version
+
+from bnstudy import study
 
 min_version("9.0")
 
 
 # The default study, unless --configfile names another: a study file replaces it whole
-# (Snakemake would otherwise merge the two, mixing their experiments).
+# (Snakemake would otherwise merge the two, mixing their experiments). Each config file is read
+# again strictly (duplicate keys, YAML errors with line and column), then the merged config is
+# checked completely (bnstudy.study): a bad config ends the run before any job, with one short
+# message. A CUDA device is checked here only when jobs run on this machine.
+study.or_exit(study.check_files, workflow.overwrite_configfiles or ["config/config.yaml"])
 if not workflow.overwrite_configfiles:
 
     configfile: "config/config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
+study.or_exit(study.check, config, local=workflow.local_exec,
+              schema=Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
 
 
 include: "workflow/rules/common.smk"

@@ -109,10 +109,10 @@ def test_changing_training_settings_reruns_that_experiment_only(study):
 @pytest.mark.parametrize("patch, message", [
     ({"experiments": {"x": {"dataset": "star2d", "model": "mlp", "training": "sgd",
                             "norms": ["batchnrom"], "seeds": [0]}}},
-     "unknown normalizer 'batchnrom'; valid: .*'batchnorm'"),
+     "unknown normalizer 'batchnrom'; allowed: .*'batchnorm'"),
     ({"experiments": {"x": {"dataset": "stars", "model": "mlp", "training": "sgd",
                             "norms": ["none"], "seeds": [0]}}},
-     "dataset 'stars' is not defined; valid: .*'star2d'"),
+     "'stars' is not defined; allowed: .*'star2d'"),
     ({"experiments": {"x": {"dataset": "star2d", "model": "mlp", "training": "sgd",
                             "norms": ["none"], "seeds": [0], "measures": ["teacher_student"]}}},
      "measure 'teacher_student' needs a dataset of kind \\['teacher_student'\\], dataset "

@@ -6,6 +6,8 @@ curve is a function of the study's settings alone. An :class:`Analysis` names a 
 ``run(options: dict) -> list[dict]`` that returns the rows of one table, written to
 ``results/tables/<name>.parquet``. It runs when the config's ``analyses`` section has an entry
 named like it (its options); ``code`` lists the modules it imports, for code-change reruns.
+``options`` names its option checker ``check(options: dict) -> dict`` (declared names, types
+and ranges; defaults filled in), which the study's config check calls before any job runs.
 """
 
 from __future__ import annotations
@@ -20,14 +22,24 @@ class Analysis:
     name: str
     func: str  # "module:function"
     code: tuple[str, ...]
+    options: str  # "module:function" checking the options
 
     def load(self) -> Callable[[dict], list[dict]]:
-        module, func = self.func.split(":")
-        return getattr(importlib.import_module(module), func)
+        return _named(self.func)
+
+    def check_options(self, options: dict | None) -> dict:
+        """The options checked (ValueError naming the bad one), with defaults filled in."""
+        return _named(self.options)(options)
+
+
+def _named(ref: str) -> Callable:
+    module, func = ref.split(":")
+    return getattr(importlib.import_module(module), func)
 
 
 REGISTRY: dict[str, Analysis] = {a.name: a for a in (
-    Analysis("dannemann", func="bnstudy.dannemann:run", code=("dannemann.py",)),
+    Analysis("dannemann", func="bnstudy.dannemann:run", code=("dannemann.py",),
+             options="bnstudy.dannemann:parse_options"),
 )}
 
 

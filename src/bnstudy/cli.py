@@ -34,6 +34,16 @@ def _ids(spec: dict) -> dict:
     return {k: spec[k] for k in ID_COLUMNS}
 
 
+def cmd_check(a) -> None:
+    from . import study
+
+    files = a.configfiles or ["config/config.yaml"]
+    cfg = study.check(study.merged(study.check_files(files)), local=not a.cluster)
+    runs = sum(len(e["norms"]) * len(e["seeds"]) for e in cfg["experiments"].values())
+    print(f"{', '.join(map(str, files))}: config OK ({len(cfg['experiments'])} experiments, "
+          f"{runs} training runs)")
+
+
 def cmd_prepare_data(a) -> None:
     from . import data
 
@@ -158,6 +168,13 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bnstudy", description=__doc__)
     p.add_argument("-v", "--verbose", action="store_true")
     sub = p.add_subparsers(dest="verb", required=True)
+
+    s = sub.add_parser("check", help="check study config files as the workflow does, no job")
+    s.add_argument("configfiles", nargs="*", help="config files, merged in order "
+                   "(default config/config.yaml)")
+    s.add_argument("--cluster", action="store_true",
+                   help="jobs run elsewhere: do not require a CUDA device on this machine")
+    s.set_defaults(func=cmd_check)
 
     s = sub.add_parser("prepare-data", help="generate or load a dataset into an .npz file")
     s.add_argument("--name", required=True)

@@ -20,7 +20,9 @@ Each dataset is prepared once into an ``.npz`` file holding ``x_train, y_train, 
 
 from __future__ import annotations
 
+import inspect
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,15 +151,134 @@ def kinds() -> list[str]:
     return sorted(GENERATORS)
 
 
-def make(kind: str, options: dict | None = None) -> Dataset:
-    """Generate or load dataset ``kind`` with ``options`` (keyword arguments of its generator)."""
+@dataclass(frozen=True)
+class Option:
+    """One declared dataset option: its type and range (checked with the rest of the config)."""
+
+    type: str  # int | number | bool | str
+    minimum: float | None = None
+    exclusive_min: bool = False
+    maximum: float | None = None  # exclusive
+    nullable: bool = False
+    even: bool = False
+
+    def allowed(self) -> str:
+        what = {"int": "an integer", "number": "a finite number", "bool": "true or false",
+                "str": "a string"}[self.type]
+        if self.even:
+            what = "an even integer"
+        if self.minimum is not None:
+            what += f" {'>' if self.exclusive_min else '>='} {self.minimum}"
+        if self.maximum is not None:
+            what += f" and < {self.maximum}"
+        return what + (" or null" if self.nullable else "")
+
+    def ok(self, v) -> bool:
+        if v is None:
+            return self.nullable
+        if self.type == "bool":
+            return isinstance(v, bool)
+        if self.type == "str":
+            return isinstance(v, str)
+        if isinstance(v, bool) or not isinstance(v, int if self.type == "int" else (int, float)):
+            return False
+        if not math.isfinite(v) or (self.even and v % 2):
+            return False
+        if self.minimum is not None and (v <= self.minimum if self.exclusive_min
+                                         else v < self.minimum):
+            return False
+        return self.maximum is None or v < self.maximum
+
+
+class BadOption(ValueError):
+    """A dataset option that is unknown or outside its declared type and range."""
+
+    def __init__(self, kind: str, key: str, value, allowed: str):
+        self.kind, self.key, self.value, self.allowed = kind, key, value, allowed
+        super().__init__(f"bad options for dataset {kind!r}: {key}={value!r}; allowed: {allowed}")
+
+
+_SIZE, _SEED = Option("int", 1), Option("int", 0)
+_REAL = {"data_dir": Option("str"), "download": Option("bool"),
+         "n_train": Option("int", 1, nullable=True), "n_test": Option("int", 1, nullable=True),
+         "seed": _SEED}
+# Every kind's options (the keyword arguments of its generator, whose defaults apply).
+OPTIONS: dict[str, dict[str, Option]] = {
+    "star2d": {"n_train": _SIZE, "n_test": _SIZE, "n_arms": Option("int", 2, even=True),
+               "noise": Option("number", 0), "length": Option("number", 0, exclusive_min=True),
+               "seed": _SEED},
+    "gaussian_linear": {"n_train": _SIZE, "n_test": _SIZE, "dim": _SIZE, "seed": _SEED},
+    "digits": {"test_fraction": Option("number", 0, exclusive_min=True, maximum=1),
+               "seed": _SEED, "image": Option("bool")},
+    "teacher_student": {"N": _SIZE, "alpha": Option("number", 0, exclusive_min=True),
+                        "S": Option("number", 0), "n_test": _SIZE, "seed": _SEED},
+    "mnist": _REAL,
+    "cifar10": _REAL,
+}
+DIGITS_SIZE, DIGITS_CLASSES = 1797, 10  # scikit-learn's bundled digits
+REAL_SIZES = {"mnist": (60000, 10000, (1, 28, 28)), "cifar10": (50000, 10000, (3, 32, 32))}
+
+
+def _with_defaults(kind: str, options: dict) -> dict:
+    params = inspect.signature(GENERATORS[kind]).parameters
+    return {**{k: p.default for k, p in params.items()}, **options}
+
+
+def check_options(kind: str, options: dict | None) -> dict:
+    """``options`` checked against ``kind``'s declared options (:class:`BadOption` names the
+    bad one and what is allowed); returns them with the defaults filled in."""
     if kind not in GENERATORS:
         raise ValueError(f"unknown dataset kind {kind!r}; valid choices: {', '.join(kinds())}")
+    declared = OPTIONS[kind]
+    for key, v in (options or {}).items():
+        if key not in declared:
+            raise BadOption(kind, key, v, f"one of the option names {sorted(declared)}")
+        if not declared[key].ok(v):
+            raise BadOption(kind, key, v, declared[key].allowed())
+    o = _with_defaults(kind, dict(options or {}))
+    if kind == "teacher_student" and round(o["alpha"] * o["N"]) < 1:
+        raise BadOption(kind, "alpha", o["alpha"], f"alpha * N >= 1 (N = {o['N']})")
+    if kind == "digits":
+        n_test = math.ceil(o["test_fraction"] * DIGITS_SIZE)
+        if min(n_test, DIGITS_SIZE - n_test) < DIGITS_CLASSES:
+            raise BadOption(kind, "test_fraction", o["test_fraction"],
+                            f"a fraction leaving >= {DIGITS_CLASSES} of the {DIGITS_SIZE} digits "
+                            "in each split (stratified)")
+    return o
+
+
+def n_train(kind: str, options: dict | None) -> int:
+    """The training-set size ``make(kind, options)`` gives, from the options alone."""
+    o = check_options(kind, options)
+    if kind in ("star2d", "gaussian_linear"):
+        return o["n_train"]
+    if kind == "digits":
+        return DIGITS_SIZE - math.ceil(o["test_fraction"] * DIGITS_SIZE)
+    if kind == "teacher_student":
+        return int(round(o["alpha"] * o["N"]))
+    full = REAL_SIZES[kind][0]
+    return full if o["n_train"] is None else min(o["n_train"], full)
+
+
+def shape(kind: str, options: dict | None) -> tuple[tuple, int]:
+    """``(input_shape, out_dim)`` of ``make(kind, options)``, from the options alone."""
+    o = check_options(kind, options)
+    if kind == "star2d":
+        return (2,), 2
+    if kind == "gaussian_linear":
+        return (o["dim"],), o["dim"]
+    if kind == "digits":
+        return ((1, 8, 8) if o["image"] else (64,)), 10
+    if kind == "teacher_student":
+        return (o["N"],), 1
+    return REAL_SIZES[kind][2], 10
+
+
+def make(kind: str, options: dict | None = None) -> Dataset:
+    """Generate or load dataset ``kind`` with ``options`` (keyword arguments of its generator)."""
+    check_options(kind, options)
     options = dict(options or {})
-    try:
-        ds = GENERATORS[kind](**options)
-    except TypeError as e:
-        raise ValueError(f"bad options for dataset {kind!r}: {options} ({e})") from None
+    ds = GENERATORS[kind](**options)
     ds.meta.update({"kind": kind, "options": options})
     ds.x_train = ds.x_train.astype(np.float32)
     ds.x_test = ds.x_test.astype(np.float32)

@@ -73,8 +73,16 @@ class ModelConfig:
             raise ValueError(
                 f"unknown bias_init {self.bias_init!r}; valid choices: {', '.join(BIAS_INITS)}"
             )
-        if self.depth < 1 or self.width < 1:
-            raise ValueError(f"depth and width must be >= 1, got {self.depth}, {self.width}")
+        for key in ("depth", "width"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"model {key}={v!r}: allowed: an integer >= 1")
+        for key, low in (("slope", 0.0), ("width_mult", 0.0), ("bias_std", 0.0)):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not low <= v < math.inf \
+                    or (key == "width_mult" and v == 0):
+                raise ValueError(f"model {key}={v!r}: allowed: a finite number "
+                                 f"{'> 0' if key == 'width_mult' else '>= 0'}")
         for c in self.channels:
             if c != "M" and not (isinstance(c, int) and c > 0):
                 raise ValueError(f"vgg channels entries must be positive ints or 'M', got {c!r}")

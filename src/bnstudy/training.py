@@ -24,8 +24,10 @@ from there and produces the same checkpoints and history as an uninterrupted run
 from __future__ import annotations
 
 import logging
+import math
+import re
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
@@ -55,22 +57,43 @@ class TrainConfig:
         d = dict(d)
         if d.get("batch_size") in ("full", 0):
             d["batch_size"] = None
+        for key in ("lr", "momentum", "weight_decay"):
+            v = d.get(key, 0.0)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+                raise ValueError(f"training {key}={v!r}: allowed: a finite number >= 0")
+        for key, low in (("steps", 0), ("eval_every", 1), ("batch_size", 1)):
+            v = d.get(key, 1)
+            if (v is not None or key != "batch_size") and (
+                    isinstance(v, bool) or not isinstance(v, int) or v < low):
+                allowed = f"an integer >= {low}" + (" or 'full'" if key == "batch_size" else "")
+                raise ValueError(f"training {key}={v!r}: allowed: {allowed}")
         if "checkpoints" in d:
-            d["checkpoints"] = tuple(int(s) for s in d["checkpoints"])
-        cfg = cls(**d)
-        if cfg.steps < 0 or cfg.eval_every < 1 or cfg.lr < 0:
-            raise ValueError(f"bad training config {asdict(cfg)}")
-        return cfg
+            ck = d["checkpoints"]
+            steps = d.get("steps", cls.steps)
+            if isinstance(ck, (str, bytes)) or not all(
+                    isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= steps
+                    for s in ck):
+                raise ValueError(f"training checkpoints={ck!r}: allowed: a list of integer steps "
+                                 f"in 0..{steps} (steps)")
+            d["checkpoints"] = tuple(ck)
+        return cls(**d)
 
     def checkpoint_steps(self) -> list[int]:
         return sorted({s for s in self.checkpoints if 0 <= s <= self.steps} | {0, self.steps})
 
 
 def resolve_device(name: str = "auto") -> torch.device:
+    """The torch device ``name`` names; a ValueError when it is unknown or absent here."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
+    if name not in ("cpu", "cuda") and not re.fullmatch(r"cuda:[0-9]+", name):
         raise ValueError(f"unknown device {name!r}; valid choices: auto, cpu, cuda, cuda:N")
+    if name != "cpu":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(name.split(":")[1]) if ":" in name else 0
+        if index >= n:
+            raise ValueError(f"device {name!r}: this machine has {n} CUDA device(s); use "
+                             "device: auto (CUDA when present, else CPU) or cpu")
     return torch.device(name)
 
 

@@ -1,5 +1,6 @@
-# Helpers shared by the rules: paths, the run grid, per-rule params, and config checks that go
-# beyond the JSON schema (cross references, registry names). No rule lives here.
+# Helpers shared by the rules: paths, the run grid and per-rule params (the config is checked
+# completely in bnstudy.study, called from the Snakefile, before this file is read). No rule
+# lives here.
 
 import hashlib
 import json
@@ -7,12 +8,8 @@ import os
 from pathlib import Path
 
 from bnstudy import analyses as _analyses
-from bnstudy import data as _data
 from bnstudy import measures as _measures
-from bnstudy import models as _models
-from bnstudy import normalizers as _normalizers
 from bnstudy import plots as _plots
-from bnstudy import training as _training
 
 R = config["results"]
 SRC = Path(workflow.basedir) / "src" / "bnstudy"
@@ -101,57 +98,6 @@ def code_version(stage, extra=()):
         h.update((SRC / rel).read_bytes())
     return h.hexdigest()[:16]
 
-
-def _fail(msg):
-    raise ValueError(f"config error: {msg}")
-
-
-def check_config(cfg):
-    """Cross-reference and registry checks, before any job runs."""
-    for name, ds in cfg["datasets"].items():
-        if ds["kind"] not in _data.kinds():
-            _fail(f"dataset {name!r}: unknown kind {ds['kind']!r}; valid: {_data.kinds()}")
-    for name, m in cfg["models"].items():
-        try:
-            _models.ModelConfig.from_dict(m)
-        except ValueError as e:
-            _fail(f"model {name!r}: {e}")
-    for name, t in cfg["trainings"].items():
-        try:
-            _training.TrainConfig.from_dict(t)
-        except ValueError as e:
-            _fail(f"training {name!r}: {e}")
-    for name in cfg.get("analyses", {}):
-        if name not in _analyses.REGISTRY:
-            _fail(f"unknown analysis {name!r}; valid: {sorted(_analyses.REGISTRY)}")
-    for name, e in cfg["experiments"].items():
-        unknown = sorted(set(e.get("measures", [])) - {m for m in _measures.REGISTRY if m in cfg})
-        if unknown:
-            _fail(f"experiment {name!r}: measures {unknown} are not configured; valid: "
-                  f"{sorted(m for m in _measures.REGISTRY if m in cfg)}")
-        if name == "study":
-            _fail("'study' is reserved (figures/study/ holds study-wide figures); rename it")
-        for key, table in (("dataset", "datasets"), ("model", "models"), ("training", "trainings")):
-            if e[key] not in cfg[table]:
-                _fail(f"experiment {name!r}: {key} {e[key]!r} is not defined; "
-                      f"valid: {sorted(cfg[table])}")
-        kind = cfg["datasets"][e["dataset"]]["kind"]
-        for m in e.get("measures", []):
-            if not _measures.REGISTRY[m].applies_to(kind):
-                _fail(f"experiment {name!r}: measure {m!r} needs a dataset of kind "
-                      f"{list(_measures.REGISTRY[m].dataset_kinds)}, dataset {e['dataset']!r} "
-                      f"is {kind!r}")
-        for norm in e["norms"]:
-            if norm not in _normalizers.REGISTRY:
-                _fail(f"experiment {name!r}: unknown normalizer {norm!r}; "
-                      f"valid: {_normalizers.names()}")
-            try:
-                _models.ModelConfig.from_dict(cfg["models"][e["model"]]).normalizer(norm)
-            except ValueError as err:
-                _fail(f"experiment {name!r}, normalizer {norm!r}: {err}")
-
-
-check_config(config)
 
 EXPERIMENTS = config["experiments"]
 RUNS = [(e, n, s) for e, x in EXPERIMENTS.items() for n in x["norms"] for s in x["seeds"]]
