@@ -27,11 +27,22 @@ pre-activation ``h = w^T z`` instead of batch statistics. Choices the paper leav
   ``1/(2M)``) or ``"eq3"``: at each refresh, per unit, Eq. 3's
   ``zeta = (rho + 2)/(8M) I(gamma) + 1/(2M) mean_j A''(hbar_j)``, with ``rho`` the excess
   kurtosis of the normalized pre-activation over the subset, ``I(gamma) = mean_j
-  (d l_j / d gamma)^2`` from per-sample losses (cross-entropy, or squared error averaged over
-  outputs), ``A''`` the second derivative of the activation's log-partition function (the
-  softplus approximation of ReLU gives the sigmoid of Eq. 3; leaky ReLU of slope ``a`` gives
-  ``(1 - a) sigmoid``; identity gives 1) and ``M = zeta_batch_size`` (default: the training
-  batch size, the BN batch that PN + gamma decay stands in for).
+  (d nll_j / d gamma)^2`` from per-sample negative log likelihoods, ``A''`` the second
+  derivative of the activation's log-partition function (the softplus approximation of ReLU
+  gives the sigmoid of Eq. 3; leaky ReLU of slope ``a`` gives ``(1 - a) sigmoid``; identity
+  gives 1) and ``M = zeta_batch_size`` (default: the training batch size, the BN batch that
+  PN + gamma decay stands in for).
+- Eq. 3 is in units of the negative log likelihood (its proof expands ``A(h) - y h``, whose
+  curvature is ``A''``): ``zeta gamma^2`` approximates the expected increase of the NLL that
+  the jitter of ``mu_B, sigma_B`` causes. The decay is added to the *training* loss, so it is
+  converted to its units: with ``loss_j = c nll_j``, ``zeta_loss = c zeta_nll`` and
+  ``I_nll = I_loss / c^2``, i.e. ``zeta = (rho + 2)/(8M) I_loss / c + c/(2M) mean_j A''``.
+  Cross-entropy is the NLL (``c = 1``); the regression loss, squared error averaged over the
+  ``d`` outputs, is ``2/d`` times the unit-variance Gaussian NLL ``sum_k r_k^2 / 2``
+  (``c = 2/d``; Luo App. C.3: "if one uses mean square error without being divided by 2 ...
+  zeta should be multiplied by 2"). ``tests/test_normalizers_population.py`` checks the
+  result against a Monte Carlo estimate of the expected increase of the training loss under
+  batch statistics.
 - Cost: each refresh is one forward pass over the subset (plus one backward for ``"eq3"``) and a
   ``fan_in x fan_in`` covariance per layer; on the digits MLP (4 x 128, batch 64, 1024 samples)
   a step costs about 15x a BN step with ``refresh_every=1`` -- raise ``refresh_every`` for
@@ -199,8 +210,10 @@ def _a2(act: nn.Module, hbar: torch.Tensor) -> torch.Tensor:
 
 
 def eq3_zeta(model, pairs, x, y, task: str, m: int, chunk: int) -> None:
-    """Set each PN unit's ``zeta`` to Luo's Eq. 3 estimate over the inputs ``x``, labels ``y``."""
+    """Set each PN unit's ``zeta`` to Luo's Eq. 3 estimate over the inputs ``x``, labels ``y``,
+    in units of the training loss (see the module docstring)."""
     sums = [dict(fisher=0.0, n2=0.0, n4=0.0, a2=0.0, pos=0, samples=0) for _ in pairs]
+    scale = 1.0  # the training loss in units of the negative log likelihood (c in the docstring)
     for i in range(0, len(x), chunk):
         outs, norms = [], []
 
@@ -219,6 +232,7 @@ def eq3_zeta(model, pairs, x, y, task: str, m: int, chunk: int) -> None:
             total = F.cross_entropy(pred, yc, reduction="sum")
         else:
             total = F.mse_loss(pred, yc, reduction="sum") / (pred[0].numel())
+            scale = 2.0 / pred[0].numel()  # the loss is (2/d) x the unit-variance Gaussian NLL
         grads = torch.autograd.grad(total, outs)
         for s, (block, _), out, n, g in zip(sums, pairs, outs, norms, grads, strict=True):
             dims = tuple(range(2, n.dim()))
@@ -235,8 +249,8 @@ def eq3_zeta(model, pairs, x, y, task: str, m: int, chunk: int) -> None:
         for s, (_, pn) in zip(sums, pairs, strict=True):
             var = s["n2"] / s["pos"]
             rho = (s["n4"] / s["pos"]) / var.clamp_min(1e-12) ** 2 - 3.0
-            fisher = s["fisher"] / s["samples"]
-            zeta = (rho + 2) / (8 * m) * fisher + (s["a2"] / s["pos"]) / (2 * m)
+            fisher = s["fisher"] / s["samples"] / scale ** 2  # I(gamma) of the NLL
+            zeta = scale * ((rho + 2) / (8 * m) * fisher + (s["a2"] / s["pos"]) / (2 * m))
             pn.zeta.copy_(zeta.to(pn.zeta.dtype))
 
 
