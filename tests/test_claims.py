@@ -261,3 +261,19 @@ def test_luo_rows_name_their_curve_and_test_both_bn_constants():
     wn = by.loc[("luo_wn", "weightnorm_gamma_decay")]
     assert "ridge lam = alpha zeta" in wn["curve"] and wn["verdict"] == "supported"
     assert "alpha zeta" in wn["claim"]
+
+
+def _dannemann(grad, resid, holds):
+    return pd.DataFrame([
+        {"record": "gradient", "method": "autograd_batchnorm1d", "grad_norm": grad},
+        {"record": "final", "objective": "bn", "line_residual_normalized": resid},
+        {"record": "lemma", "init": 0, "holds_reached": holds, "lhs_reached": 1.0, "rhs": 2.0}])
+
+
+@pytest.mark.parametrize("grad, resid, holds, expected", [
+    (0.36, 1e-12, False, "supported"), (1e-9, 1e-12, False, "not supported"),
+    (0.36, 1e-12, True, "not supported"), (0.36, 1e-3, False, "inconclusive"),
+])
+def test_dannemann_rule_reaches_each_verdict(grad, resid, holds, expected):
+    row = claims.dannemann_claim(_dannemann(grad, resid, holds))[0]
+    assert row["verdict"] == expected and row["role"] == "test"

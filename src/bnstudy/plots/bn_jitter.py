@@ -156,8 +156,9 @@ register(Family(
         "layers at their training-set statistics); one point per BN layer (colour), batch size "
         "(marker), checkpoint and seed; dotted: identity. Right: empirical / predicted by layer "
         "(95% CI over checkpoints and seeds). The first BN layer sees an exact sample of the "
-        "population, so it should lie on the identity; deeper layers see inputs already "
-        "normalized by the same batch, which the prediction ignores."),
+        "population, so it lies on the identity by construction (an implementation check); "
+        "deeper layers see inputs already normalized by the same batch, which the prediction's "
+        "iid assumption ignores: there the comparison tests Proposition 2."),
 ))
 
 
@@ -252,8 +253,10 @@ register_section(Section(
         "correction when sampling without replacement and the factor ((n-1)/n)^2 because BN "
         "divides by the biased variance while eq. 13 is the variance of the unbiased one; the "
         "formula as printed is kept in the var_*_prop2 columns. The prediction is exact for the "
-        "first BN layer; deeper, the population approximation ignores that earlier layers are "
-        "normalized by the same batch. For 2-D classification data, the BN layers are frozen "
+        "first BN layer, so agreement there checks the measurement (the ledger's prop2_mu / "
+        "prop2_sigma2 rows are implementation checks); deeper, the iid assumption ignores that "
+        "earlier layers are normalized by the same batch, and the ledger's prop2_deep_* rows "
+        "test the proposition there. For 2-D classification data, the BN layers are frozen "
         "at each of R batches' statistics and the predicted class is evaluated on a grid: the "
         "jitter band is the share of the grid where realizations disagree, the margin the mean "
         "distance of the training points to each realization's boundary (grid-resolution "
