@@ -1,0 +1,97 @@
+"""The claims ledger as Markdown, and the README's ledger blocks regenerated from it.
+
+The README states what each reduced study found. So that no stated number can drift from what
+the code produces, those statements are tables generated from each study's
+``tables/claims.parquet``: the README holds blocks delimited by::
+
+    <!-- ledger: results/santurkar -->
+    ...generated table...
+    <!-- /ledger -->
+
+and ``python -m bnstudy ledger --readme README.md`` rewrites every block from the ledger of the
+results directory its opening line names (a missing ledger is an error: run the study first).
+``python -m bnstudy ledger results/<study>`` prints one study's table.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+
+BLOCK = re.compile(r"(<!-- ledger: (?P<dir>[^>]+?) -->\n)(?P<body>.*?)(<!-- /ledger -->)",
+                   re.DOTALL)
+COLUMNS = ("claim", "where", "effect [95% CI]", "seeds", "verdict")
+
+
+def _num(x) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    x = float(x)
+    return f"{x:.3g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _where(row: pd.Series) -> str:
+    exp, norm = row.get("experiment"), row.get("norm")
+    if not isinstance(exp, str) or not exp:
+        return row.get("note") or ""
+    base = row.get("baseline")
+    vs = f" vs {base}" if isinstance(base, str) and base else ""
+    extra = [t for t in (row.get("curve"), row.get("role")) if isinstance(t, str) and t
+             and t != "test"]
+    return f"{exp}: {norm}{vs}" + "".join(f" ({t})" for t in extra)
+
+
+def _effect(row: pd.Series) -> str:
+    eff = row.get("effect")
+    if eff is None or (isinstance(eff, float) and math.isnan(eff)):
+        value = row.get("value")
+        return _num(value) if value is not None and not pd.isna(value) else ""
+    lo, hi = row.get("ci_low"), row.get("ci_high")
+    if lo is None or pd.isna(lo):
+        return _num(eff)
+    return f"{_num(eff)} [{_num(lo)}, {_num(hi)}]"
+
+
+def _seeds(row: pd.Series) -> str:
+    n = row.get("n_seeds")
+    return "" if n is None or pd.isna(n) else str(int(n))
+
+
+def table(ledger: pd.DataFrame) -> str:
+    """One Markdown table row per ledger row, in ledger order."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
+    for _, row in ledger.iterrows():
+        cells = (f"`{row['claim_id']}`", _where(row), _effect(row), _seeds(row), row["verdict"])
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def read(results_dir: str | Path) -> pd.DataFrame:
+    path = Path(results_dir) / "tables" / "claims.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"no claims ledger at {path}: run that study first "
+                                f"(snakemake --cores 2 --configfile config/studies/<name>.yaml)")
+    return pd.read_parquet(path)
+
+
+def rewrite(text: str, root: str | Path = ".") -> str:
+    """``text`` with every ledger block regenerated from the ledger its opening line names."""
+    def block(m: re.Match) -> str:
+        return m.group(1) + table(read(Path(root) / m.group("dir").strip())) + m.group(4)
+
+    return BLOCK.sub(block, text)
+
+
+def rewrite_file(path: str | Path) -> int:
+    """Regenerate the ledger blocks of a Markdown file in place; returns how many there are."""
+    path = Path(path)
+    text = path.read_text()
+    path.write_text(rewrite(text, path.parent))
+    return len(BLOCK.findall(text))

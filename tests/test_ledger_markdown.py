@@ -1,0 +1,61 @@
+"""The README's ledger blocks are generated from the studies' claims ledgers."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bnstudy import ledger_markdown as lm
+
+
+def _ledger(tmp_path, name, rows):
+    d = tmp_path / "results" / name / "tables"
+    d.mkdir(parents=True)
+    pd.DataFrame(rows).to_parquet(d / "claims.parquet")
+
+
+ROWS = [
+    {"claim_id": "ics_grad", "experiment": "dln", "norm": "batchnorm", "baseline": "none",
+     "effect": 0.1234, "ci_low": -0.02, "ci_high": 0.27, "n_seeds": 3, "verdict": "inconclusive",
+     "value": 0.5, "note": ""},
+    {"claim_id": "lipschitz", "experiment": None, "norm": None, "baseline": "none",
+     "effect": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n_seeds": np.nan,
+     "verdict": "not measured", "value": np.nan, "note": "no smoothness table"},
+    {"claim_id": "dannemann", "experiment": None, "norm": None, "baseline": "plain | ls",
+     "effect": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n_seeds": np.nan,
+     "verdict": "supported", "value": 0.3576, "note": "grad"},
+]
+
+
+def test_table_states_every_row_with_its_numbers():
+    md = lm.table(pd.DataFrame(ROWS))
+    lines = md.strip().splitlines()
+    assert len(lines) == 2 + len(ROWS)
+    assert "| `ics_grad` | dln: batchnorm vs none | 0.123 [-0.02, 0.27] | 3 | inconclusive |" in md
+    assert "no smoothness table" in lines[3] and "not measured" in lines[3]
+    assert "0.358" in lines[4] and "supported" in lines[4]
+
+
+def test_rewrite_regenerates_blocks_and_keeps_the_rest(tmp_path):
+    _ledger(tmp_path, "a", ROWS[:1])
+    _ledger(tmp_path, "b", ROWS[1:])
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- ledger: results/a -->\nstale 0.999\n<!-- /ledger -->\nmiddle\n"
+                      "<!-- ledger: results/b -->\n<!-- /ledger -->\nend\n")
+    assert lm.rewrite_file(readme) == 2
+    text = readme.read_text()
+    assert "stale" not in text and "0.123 [-0.02, 0.27]" in text and "no smoothness table" in text
+    assert text.startswith("intro\n") and "\nmiddle\n" in text and text.endswith("end\n")
+    assert lm.rewrite(text, tmp_path) == text  # idempotent
+
+
+def test_missing_ledger_names_the_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="results/none/tables/claims.parquet"):
+        lm.rewrite("<!-- ledger: results/none -->\n<!-- /ledger -->", tmp_path)
+
+
+def test_where_names_the_curve_and_an_implementation_check():
+    row = {**ROWS[0], "claim_id": "prop2_mu", "role": "implementation check", "curve": ""}
+    luo = {**ROWS[0], "claim_id": "luo_bn", "role": "test", "curve": "zeta = 1/(2M)"}
+    md = lm.table(pd.DataFrame([row, luo]))
+    assert "dln: batchnorm vs none (implementation check)" in md
+    assert "dln: batchnorm vs none (zeta = 1/(2M))" in md
