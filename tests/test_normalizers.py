@@ -256,8 +256,7 @@ def test_noisy_batchnorm_is_algorithm_1(kind):
     layer = _layer("noisy_batchnorm", 400, kind).train()
     x = _x(kind, n=300 if kind == "fc" else 25, c=400)
     y = layer(x)
-    assert int(layer.noise_step) == 1
-    layer.noise_step.zero_()  # replay the same draw
+    assert int(layer.noise_step) == 0 and torch.equal(layer(x), y)  # a step's noise is fixed
     s, m = layer.noise(x.shape, x.device, x.dtype)
     bn = _bn_ref(_np(x), _np(layer.weight), _np(layer.bias))
     np.testing.assert_allclose(_np(y), _np(s) * bn + _np(m), atol=1e-4)
@@ -269,13 +268,13 @@ def test_noisy_batchnorm_is_algorithm_1(kind):
     assert np.all((sig > 1 - 0.03) & (sig < 1.25 + 0.03))
     assert abs(su.std(1).mean() - 0.1) < 0.005
     np.testing.assert_allclose(mu_.var(1).mean(), 0.2 ** 2 / 12, rtol=0.05)
+    layer.set_step(1)
     y2 = layer(x)  # a new step draws new distribution parameters
-    assert int(layer.noise_step) == 2 and not torch.allclose(y, y2)
+    assert not torch.allclose(y, y2)
     layer.eval()
     ref = _bn_ref(_np(x), _np(layer.weight), _np(layer.bias), _np(layer.running_mean),
                   _np(layer.running_var))
     np.testing.assert_allclose(_np(layer(x)), 1.125 * ref, atol=1e-4)
-    assert int(layer.noise_step) == 2
     off = _layer("noisy_batchnorm", 400, kind, eval_noise="off").eval()
     off.load_state_dict(layer.state_dict())
     np.testing.assert_allclose(_np(off(x)), ref, atol=1e-4)
@@ -309,16 +308,24 @@ def test_bias_init_baselines():
     assert torch.all(models.blocks(none)[0].linear.bias == 0)
 
 
-def test_bn_variants_expose_bn_buffers_to_population_recompute():
+@pytest.mark.parametrize("name", ["batchnorm", "noisy_batchnorm", "ghost_batchnorm",
+                                  "weightnorm_meanonly_bn", "weightnorm_varonly_bn", "l1norm",
+                                  "l2norm", "linfnorm"])
+def test_batch_statistics_layers_take_population_statistics(name):
+    """Recomputed statistics of the first layer: mean and biased variance (BN variants) or mean
+    and l_p scale (l_p norms) of its input over the whole set, in one pass or in chunks."""
     torch.manual_seed(0)
-    x = torch.randn(64, 3)
-    for name in ("noisy_batchnorm", "ghost_batchnorm", "weightnorm_meanonly_bn",
-                 "weightnorm_varonly_bn"):
-        net = models.build_model({"arch": "mlp", "depth": 2, "width": 6}, name, (3,), 2)
-        bns = normalizers.batchnorm_modules(net)
-        assert len(bns) == 2
-        fixed = generalization.recompute_bn_statistics(net, x)
-        h = models.blocks(fixed)[0].linear(x)
-        bn0 = normalizers.batchnorm_modules(fixed)[0]
-        np.testing.assert_allclose(_np(bn0.running_mean), _np(h.mean(0)), atol=1e-5)
-        np.testing.assert_allclose(_np(bn0.running_var), _np(h.var(0)), rtol=1e-4)
+    x = torch.randn(64, 3) * 2 + 1
+    net = models.build_model({"arch": "mlp", "depth": 2, "width": 6}, name, (3,), 2)
+    assert len(normalizers.batch_statistics_layers(net)) == 2
+    h = _np(models.blocks(net)[0].linear(x))
+    p = {"l1norm": 1, "l2norm": 2, "linfnorm": math.inf}.get(name)
+    for chunk in (4096, 10):
+        layer = normalizers.batch_statistics_layers(
+            generalization.recompute_bn_statistics(net, x, chunk=chunk))[0]
+        np.testing.assert_allclose(_np(layer.running_mean), h.mean(0), atol=1e-5)
+        if p is None:
+            np.testing.assert_allclose(_np(layer.running_var), h.var(0), rtol=1e-5)
+        else:
+            scale = np.abs(h).max(0) if p == math.inf else (np.abs(h) ** p).mean(0) ** (1 / p)
+            np.testing.assert_allclose(_np(layer.running_scale), scale, rtol=1e-5)

@@ -1,11 +1,15 @@
 """Generalization: final train and test loss/accuracy and their gaps.
 
 Evaluated in eval mode on the whole train and test sets at the run's last checkpoint. Which
-BN statistics are used is an option (recorded in the ``bn_statistics`` column):
+statistics the batch-statistics normalizers (BN and its variants, the l_p norms: the registry's
+``uses_batch_statistics``) use is an option (recorded in the ``bn_statistics`` column):
 
 - ``running``: the running averages accumulated during training (standard inference);
 - ``recomputed``: population statistics recomputed over the whole training set at the final
-  weights (cumulative average over chunks, on a copy of the model), as in "precise BN".
+  weights, as in "precise BN": each layer's statistics of its input (BN: mean and biased
+  variance; l_p norms: mean and l_p scale) over the set, the earlier layers frozen at theirs
+  and running their deterministic map (:func:`bnstudy.partition_bn.frozen_copy`, on a copy).
+  A model without such layers is evaluated as it is.
 
 Gaps are ``test - train`` for the loss and ``train - test`` for accuracy, so that a positive gap
 means worse on unseen data in both. A diverged run gives NaN metrics and ``diverged = True``.
@@ -13,45 +17,20 @@ means worse on unseen data in both. A diverged run gives NaN metrics and ``diver
 
 from __future__ import annotations
 
-import copy
-
 import torch
 from torch import nn
 
-from .layer_inputs import for_each_input
-from .normalizers import batchnorm_modules
+from .partition_bn import frozen_copy
 from .training import evaluate
 
 BN_STATISTICS = ("running", "recomputed")
 
 
-@torch.no_grad()
 def recompute_bn_statistics(model: nn.Module, x: torch.Tensor, chunk: int = 4096) -> nn.Module:
-    """A copy of ``model`` whose BN running statistics are the population statistics of ``x``.
-
-    Layer by layer, input to output: each BN layer's mean and (unbiased, as BN stores it)
-    variance are exact sums over all of ``x`` (in chunks), with the earlier BN layers already
-    fixed to their population statistics in eval mode, so the statistics are consistent with
-    what eval-mode inference then computes. Costs one pass over ``x`` per BN layer.
-    """
-    model = copy.deepcopy(model)
-    bns = batchnorm_modules(model)
-    model.eval()
-    for bn in bns:
-        sums = {}
-
-        def grab(z, sums=sums):
-            h = z.transpose(0, 1).reshape(z.shape[1], -1).double()
-            sums["n"] = sums.get("n", 0) + h.shape[1]
-            sums["s"] = sums.get("s", 0) + h.sum(1)
-            sums["q"] = sums.get("q", 0) + (h * h).sum(1)
-
-        for_each_input(model, x, chunk, grab, bn)
-        n, mean = sums["n"], sums["s"] / sums["n"]
-        var = (sums["q"] - n * mean * mean) / (n - 1)
-        bn.running_mean.copy_(mean.to(bn.running_mean.dtype))
-        bn.running_var.copy_(var.to(bn.running_var.dtype))
-    return model
+    """An eval-mode copy of ``model`` whose batch-statistics layers hold the population
+    statistics of ``x``, layer by layer (one pass when ``x`` fits in ``chunk`` rows, else one
+    chunked pass per layer; float64 sums), consistent with what eval-mode inference computes."""
+    return frozen_copy(model, "train_set", x, chunk_rows=chunk)
 
 
 def measure(model: nn.Module, data, options: dict | None = None) -> list[dict]:

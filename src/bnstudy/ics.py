@@ -25,6 +25,11 @@ are ``||G||_2`` and ``||G'||_2``. Choices the paper leaves open:
   statistics of the step's batch*, as in the training update (``bn_statistics = "batch"``).
   All passes run on a deep copy of the model: the given model, its BN running buffers, its
   train/eval mode and the given optimizer's state are never touched.
+- Stochastic normalizers (noisy BN): the noise drawn for step ``t`` is part of that step's
+  function, so every pass (G, each G'_i, both probe passes) draws the noise of the checkpoint's
+  step, the noise update ``t`` used (:mod:`bnstudy.norm_layers_noisy`): the measure compares
+  weights, never two noise draws. With lr = 0, ``W^{t+1} = W^t`` and ``G' = G`` exactly, for
+  every normalizer (``tests/test_normalizer_traits.py``).
 - Layer 1 has no preceding layers, so its parameter point is W^t itself and ``G'_1 = G_1``
   (reported, no extra pass). Every other measured layer costs one extra forward and a backward
   that stops at that layer's parameters.
@@ -45,6 +50,10 @@ Santurkar's activation histograms), with the biased variance:
   (the probe passed through ``W^{t+1}``), i.e. Fig. 8's "two successive steps".
 
 Layer 1's input is the data, so its distributional shifts are 0 by construction.
+For noisy BN each checkpoint's probe pass draws that checkpoint's noise, so ``mean_shift`` and
+``var_shift`` include the change of the injected noise between the two steps (Santurkar's
+deliberate "covariate shift"), while ``step_*`` (both passes with the noise of step ``t``)
+isolate the effect of the single weight update.
 
 Cost per checkpoint: the forward+backward for G (the one training did), one extra forward and
 partial backward per measured layer i > 1, and two probe forwards (at W^t and W^{t+1});

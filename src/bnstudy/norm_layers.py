@@ -1,44 +1,51 @@
-"""Batch-statistics normalization layers beyond torch's built-ins (the modules the registry builds).
+"""Batch-statistics normalization layers: the modules the registry builds for every normalizer
+whose training-mode map normalizes with statistics of the mini-batch, and their one interface.
 
 Every layer takes ``(N, C)`` (fully connected) or ``(N, C, H, W)`` (conv) inputs; statistics are
-per unit ``C``, over the batch and, for conv maps, over ``H, W`` as well ("H, W as batch"). The
-``_BatchNorm`` subclasses keep torch's running-buffer semantics (``running_mean``, unbiased
-``running_var``, ``momentum``; ``momentum=None`` is a cumulative average), so code that handles
-BatchNorm buffers (:func:`bnstudy.normalizers.batchnorm_modules`, recomputed population
-statistics) handles them too.
+per unit ``C``, over the batch and, for conv maps, over ``H, W`` as well ("H, W as batch").
 
-- :class:`NoisyBatchNorm`: Santurkar et al. (2018) Algorithm 1 (App. A.2.1): BN (with its
-  learned affine), then in training mode every activation ``a_ij`` becomes ``s_ij a_ij + m_ij``.
-  Per step and unit ``j``: ``mu_j ~ U(-n_mu, n_mu)``, ``sigma_j ~ U(1, n_sigma)``; per sample and
-  unit: ``m_ij ~ U(mu_j - r_mu, mu_j + r_mu)``, ``s_ij ~ N(sigma_j, r_sigma)`` (``r_sigma`` read
-  as a standard deviation). Conv maps draw ``m, s`` per position (H, W are batch). The paper
-  leaves inference open; ``eval_noise="mean"`` (default) applies the noise's expectation
-  ``a -> E[s] a + E[m] = (1 + n_sigma)/2 a`` (as dropout applies its mean at test time),
-  ``"off"`` applies none. The noise comes from a per-layer counter-based generator: seed
-  ``noise_seed`` (drawn from torch's global RNG when the layer is built, i.e. from the run seed)
-  mixed with ``noise_step``, the number of training-mode forward passes so far. Both are buffers,
-  so a restored checkpoint replays exactly the noise its update used, on CPU and on CUDA (the
-  CUDA stream differs from the CPU one).
+**The batch-statistics interface** (:class:`BatchStatistics`). Every layer of a normalizer the
+registry marks ``uses_batch_statistics`` implements it, so code that freezes or recomputes
+population statistics (:mod:`bnstudy.partition_bn`, :mod:`bnstudy.generalization`) handles
+them all the same way, whatever the statistics are:
+
+- ``STATISTICS``: their names, ``("mean", "var")`` (BN and its variants: ``running_mean`` and
+  ``running_var`` hold them, torch's semantics) or ``("mean", "scale")`` (l_p norms);
+- ``accumulate(acc, x)``: adds the per-unit sums of an input chunk ``x`` to ``acc`` (``None``
+  starts one; float64);
+- ``population(acc)``: the statistics of all accumulated inputs as a training-mode pass over one
+  batch holding them all computes them (the *biased* variance, what BN divides by);
+- ``freeze(stats)``: writes them into the running buffers, so that eval mode normalizes with
+  exactly these statistics.
+
+The classes:
+
+- :class:`BatchNorm1d`, :class:`BatchNorm2d`: torch's BN with the interface (same state dict).
 - :class:`GhostBatchNorm`: BN-Explained §5's noise-controlled BN, realized as ghost batches: in
   training mode the batch is split, in order, into virtual batches of ``ghost_batch_size``
   samples, each normalized with its own statistics, so ``mu_B, sigma_B`` have exactly the
   variance a batch of that size gives (Proposition 2), i.e. more jitter than the real batch. A
   remainder of one sample joins the previous virtual batch (a single sample has no variance);
   a batch no larger than ``ghost_batch_size`` is plain BN. The running averages are updated
-  once per step from the statistics of the whole batch, so inference is the same as BN's.
+  once per step from the statistics of the whole batch, so inference is the same as BN's; its
+  deterministic (population) map is BN's.
 - :class:`LpBatchNorm`: Santurkar §3.3: ``y = gamma (x - mean_B) / (s_B + eps) + beta`` with
   ``s_B = (mean_B |x|^p)^(1/p)`` (``max_B |x|`` for ``p = inf``), the batch average l_p norm of
   each unit's activations taken *before* centering. The paper does not spell the average out;
   we read it per unit, as the l_p norm w.r.t. the empirical distribution of the batch, so that
   ``p = 2`` is the uncentered RMS (BN's sigma without centering) and every ``p`` gives O(1)
   outputs. Gradients flow through both statistics, as in BN; running averages (``momentum``
-  0.1) of ``mean_B`` and ``s_B`` are used in eval mode.
+  0.1) of ``mean_B`` and ``s_B`` (``running_mean``, ``running_scale``) are used in eval mode.
 - :class:`MeanOnlyBatchNorm`: Salimans & Kingma's mean-only BN used by Luo §5 with WN:
   ``y = x - mean_B + beta`` (no scaling; WN's ``g`` sets the scale).
 - :class:`VarOnlyBatchNorm`: Luo §5's variance-only BN: ``y = gamma x / sqrt(var_B + eps) +
   beta``, ``var_B`` the (centered, biased) batch variance, the input itself not centered.
-- Layers without batch statistics (WN + gamma decay, bn_init's frozen map) are in
-  :mod:`bnstudy.norm_layers_fixed`.
+- Santurkar's noisy BN (a BN variant whose training map is random) is in
+  :mod:`bnstudy.norm_layers_noisy`; layers without batch statistics (WN + gamma decay, bn_init's
+  frozen map) are in :mod:`bnstudy.norm_layers_fixed`.
+
+The ``_BatchNorm`` subclasses keep torch's running-buffer semantics (``running_mean``, unbiased
+``running_var``, ``momentum``; ``momentum=None`` is a cumulative average).
 """
 
 from __future__ import annotations
@@ -49,8 +56,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
-
-EVAL_NOISE = ("mean", "off")
 
 
 def _view(v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -68,7 +73,57 @@ def _check(value, ok: bool, name: str, valid: str):
     return value
 
 
-class _Base(_BatchNorm):
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as ``(C, samples x positions)`` float64 rows, one per unit."""
+    return x.detach().double().transpose(0, 1).reshape(x.shape[1], -1)
+
+
+def set_mean_var(bn: nn.Module, mean: torch.Tensor, var: torch.Tensor) -> None:
+    """Write ``mean, var`` into a BN layer's running buffers (creating them when it does not
+    track running statistics), so that eval mode normalizes with them."""
+    if bn.running_mean is None:
+        bn.register_buffer("running_mean", torch.zeros_like(mean, dtype=torch.float32))
+        bn.register_buffer("running_var", torch.ones_like(var, dtype=torch.float32))
+        bn.track_running_stats = True
+    bn.running_mean.copy_(mean)
+    bn.running_var.copy_(var)
+
+
+class BatchStatistics:
+    """A layer whose training map normalizes with batch statistics ``(mean, var)``; subclasses
+    with other statistics override the three methods (see the module docstring)."""
+
+    STATISTICS: tuple[str, ...] = ("mean", "var")
+
+    @torch.no_grad()
+    def accumulate(self, acc: dict | None, x: torch.Tensor) -> dict:
+        h = _rows(x)
+        if acc is None:  # sums of deviations from the first chunk's mean: no cancellation
+            acc = {"shift": h.mean(1), "n": 0, "s1": 0.0, "s2": 0.0}
+        d = h - acc["shift"][:, None]
+        acc["n"] += d.shape[1]
+        acc["s1"] = acc["s1"] + d.sum(1)
+        acc["s2"] = acc["s2"] + (d * d).sum(1)
+        return acc
+
+    def population(self, acc: dict) -> tuple[torch.Tensor, ...]:
+        e1 = acc["s1"] / acc["n"]
+        return acc["shift"] + e1, (acc["s2"] / acc["n"] - e1 * e1).clamp_min(0.0)
+
+    @torch.no_grad()
+    def freeze(self, stats: tuple[torch.Tensor, ...]) -> None:
+        set_mean_var(self, *stats)
+
+
+class BatchNorm1d(BatchStatistics, nn.BatchNorm1d):
+    """torch's ``BatchNorm1d`` with the batch-statistics interface."""
+
+
+class BatchNorm2d(BatchStatistics, nn.BatchNorm2d):
+    """torch's ``BatchNorm2d`` with the batch-statistics interface."""
+
+
+class _Base(BatchStatistics, _BatchNorm):
     """A BN subclass for (N, C) and (N, C, H, W) inputs with torch's running-buffer updates."""
 
     def _check_input_dim(self, x: torch.Tensor) -> None:
@@ -88,53 +143,6 @@ class _Base(_BatchNorm):
 
     def _use_batch(self) -> bool:
         return self.training or self.running_mean is None
-
-
-class NoisyBatchNorm(_Base):
-    """BN followed by Santurkar's Algorithm 1 noise (training mode)."""
-
-    def __init__(self, num_features: int, n_mu: float = 0.5, n_sigma: float = 1.25,
-                 r_mu: float = 0.1, r_sigma: float = 0.1, eval_noise: str = "mean"):
-        super().__init__(num_features, affine=True)
-        self.n_mu = float(_check(n_mu, n_mu >= 0, "n_mu", ">= 0"))
-        self.n_sigma = float(_check(n_sigma, n_sigma >= 1, "n_sigma", ">= 1"))
-        self.r_mu = float(_check(r_mu, r_mu >= 0, "r_mu", ">= 0"))
-        self.r_sigma = float(_check(r_sigma, r_sigma >= 0, "r_sigma", ">= 0"))
-        self.eval_noise = _check(eval_noise, eval_noise in EVAL_NOISE, "eval_noise",
-                                 ", ".join(EVAL_NOISE))
-        self.register_buffer("noise_seed", torch.randint(0, 2**62, ()))
-        self.register_buffer("noise_step", torch.zeros((), dtype=torch.long))
-
-    def extra_repr(self) -> str:
-        return (f"{super().extra_repr()}, n_mu={self.n_mu}, n_sigma={self.n_sigma}, "
-                f"r_mu={self.r_mu}, r_sigma={self.r_sigma}, eval_noise={self.eval_noise}")
-
-    def _generator(self, device: torch.device) -> torch.Generator:
-        seed = (int(self.noise_seed) * 6364136223846793005
-                + int(self.noise_step) * 1442695040888963407) % 2**63
-        return torch.Generator(device=device).manual_seed(seed)
-
-    def noise(self, shape: torch.Size, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """One draw ``(s, m)`` of Algorithm 1 for activations of ``shape``; advances the counter."""
-        gen, c = self._generator(device), shape[1]
-        kw = {"generator": gen, "device": device, "dtype": dtype}
-        view = (1, c, *([1] * (len(shape) - 2)))
-        mu = (2 * torch.rand(c, **kw) - 1) * self.n_mu
-        sigma = 1 + torch.rand(c, **kw) * (self.n_sigma - 1)
-        m = mu.view(view) + (2 * torch.rand(shape, **kw) - 1) * self.r_mu
-        s = sigma.view(view) + torch.randn(shape, **kw) * self.r_sigma
-        with torch.no_grad():
-            self.noise_step.add_(1)
-        return s, m
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = super().forward(x)
-        if self.training:
-            s, m = self.noise(y.shape, y.device, y.dtype)
-            return s * y + m
-        if self.eval_noise == "mean":
-            return y * ((1 + self.n_sigma) / 2)
-        return y
 
 
 def ghost_sizes(n: int, ghost: int) -> list[int]:
@@ -168,8 +176,10 @@ class GhostBatchNorm(_Base):
                                        self.eps) for p in parts])
 
 
-class LpBatchNorm(nn.Module):
+class LpBatchNorm(BatchStatistics, nn.Module):
     """Santurkar's l_p normalization: batch-mean centering, division by the average l_p norm."""
+
+    STATISTICS = ("mean", "scale")
 
     def __init__(self, num_features: int, p: float, eps: float = 1e-5, momentum: float = 0.1):
         super().__init__()
@@ -193,6 +203,30 @@ class LpBatchNorm(nn.Module):
         if self.p == math.inf:
             return mean, a.amax(dims)
         return mean, a.pow(self.p).mean(dims).pow(1.0 / self.p)
+
+    @torch.no_grad()
+    def accumulate(self, acc: dict | None, x: torch.Tensor) -> dict:
+        h = _rows(x)
+        a = h.abs()
+        if acc is None:
+            acc = {"n": 0, "s1": 0.0, "sp": 0.0}
+        acc["n"] += h.shape[1]
+        acc["s1"] = acc["s1"] + h.sum(1)
+        if self.p == math.inf:
+            acc["sp"] = torch.maximum(torch.as_tensor(acc["sp"]).to(a), a.amax(1))
+        else:
+            acc["sp"] = acc["sp"] + a.pow(self.p).sum(1)
+        return acc
+
+    def population(self, acc: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        scale = acc["sp"] if self.p == math.inf else (acc["sp"] / acc["n"]).pow(1.0 / self.p)
+        return acc["s1"] / acc["n"], scale
+
+    @torch.no_grad()
+    def freeze(self, stats: tuple[torch.Tensor, ...]) -> None:
+        mean, scale = stats
+        self.running_mean.copy_(mean)
+        self.running_scale.copy_(scale)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() not in (2, 4):

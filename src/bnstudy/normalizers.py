@@ -14,6 +14,16 @@ BN-Explained's fixed-affine BN has no bias at all); ``bias_init`` overrides the 
 bias initialization; ``on_init`` / ``before_update`` are trainer hooks (see
 :mod:`bnstudy.norm_population`) for normalizers whose statistics come from the training set.
 
+Traits every measure relies on (``tests/test_normalizer_traits.py`` checks them against the
+layers of every registered normalizer):
+
+- ``uses_batch_statistics``: the training-mode map normalizes with statistics of the batch. Its
+  layers implement :class:`bnstudy.norm_layers.BatchStatistics`, the one interface through
+  which population statistics are frozen or recomputed (:func:`batch_statistics_layers`).
+- ``stochastic``: the training-mode map is random. Its layers draw the noise of the training
+  step the trainer sets (:func:`set_step`), the same in every pass at that step
+  (:mod:`bnstudy.norm_layers_noisy`).
+
 Options: a model config's ``norm_options`` maps normalizer names to their options, e.g.
 ``{"ghost_batchnorm": {"ghost_batch_size": 8}}``, so one model serves every normalizer of an
 experiment; each normalizer gets its own entry (:meth:`Normalizer.with_options`). Unknown names
@@ -60,6 +70,7 @@ from torch.nn.utils import parametrizations
 
 from . import norm_layers as nl
 from . import norm_layers_fixed as nlf
+from . import norm_layers_noisy as nln
 from . import norm_population as npop
 
 
@@ -87,7 +98,8 @@ class Normalizer:
     wrap: Callable[[nn.Module], nn.Module] = _identity_wrap
     linear_bias: bool = True
     description: str = ""
-    uses_batch_statistics: bool = False
+    uses_batch_statistics: bool = False  # training mode normalizes with batch statistics
+    stochastic: bool = False  # training mode draws noise (of the step set by set_step)
     options: dict = field(default_factory=dict)  # defaults; with_options gives configured ones
     check: Callable[[dict], None] | None = None  # validates option values
     bias_init: str | None = None  # overrides the model config's bias_init when set
@@ -160,7 +172,7 @@ def _number(lo: float) -> Callable:
 
 def _batchnorm(affine: bool) -> Callable[..., nn.Module]:
     def build(c: int, kind: str) -> nn.Module:
-        cls = nn.BatchNorm1d if kind == "fc" else nn.BatchNorm2d
+        cls = nl.BatchNorm1d if kind == "fc" else nl.BatchNorm2d
         return cls(c, affine=affine)
 
     return build
@@ -252,7 +264,7 @@ register(Normalizer(
     "weightnorm", _identity, wrap=_weight_norm,
     description="weight normalization w = g v/||v|| of each linear/conv map (Salimans)"))
 register(Normalizer(
-    "noisy_batchnorm", lambda c, kind, **o: nl.NoisyBatchNorm(c, **o), **BN,
+    "noisy_batchnorm", lambda c, kind, **o: nln.NoisyBatchNorm(c, **o), **BN, stochastic=True,
     options={"n_mu": 0.5, "n_sigma": 1.25, "r_mu": 0.1, "r_sigma": 0.1, "eval_noise": "mean"},
     description="BatchNorm followed by Santurkar's Algorithm 1 time-varying noise"))
 register(Normalizer(
@@ -297,10 +309,20 @@ register(Normalizer(
     description="no normalization, biases ~ N(0, bias_std^2) (BN-Explained §3.3)"))
 
 
-def batchnorm_modules(model: nn.Module) -> list[nn.modules.batchnorm._BatchNorm]:
-    """All BatchNorm layers of a model (the layers whose buffers measures must leave alone).
+def batch_statistics_layers(model: nn.Module) -> list[nl.BatchStatistics]:
+    """Every layer of ``model`` whose training map normalizes with batch statistics (the layers
+    of the ``uses_batch_statistics`` normalizers), input to output."""
+    return [m for m in model.modules() if isinstance(m, nl.BatchStatistics)]
 
-    Includes the BN variants of :mod:`bnstudy.norm_layers` built on ``_BatchNorm`` (noisy,
-    ghost, mean-only, variance-only BN), which keep BN's running-buffer semantics.
-    """
-    return [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+
+def batchnorm_modules(model: nn.Module) -> list[nl.BatchStatistics]:
+    """The batch-statistics layers whose statistics are a mean and a variance held in BN's
+    running buffers (BN and its noisy, ghost, mean-only and variance-only variants): the
+    :func:`batch_statistics_layers` without the l_p norms (whose statistics are a mean and an
+    l_p scale)."""
+    return [m for m in batch_statistics_layers(model) if m.STATISTICS == ("mean", "var")]
+
+
+def set_step(model: nn.Module, step: int) -> None:
+    """Make the stochastic layers of ``model`` draw the noise of training step ``step``."""
+    nln.set_step(model, step)

@@ -32,6 +32,10 @@ Choices the paper leaves open, fixed here:
   setting) evaluates every point in train mode, so each BN layer normalizes with the mini-batch
   statistics of ``B`` at that point's weights (they change along the line, as they would in
   training); ``running`` evaluates in eval mode with the checkpoint's running averages.
+  Stochastic normalizers (noisy BN) draw, in train mode, the noise of the checkpoint's step in
+  every pass (:mod:`bnstudy.norm_layers_noisy`): all probes see the one function of that step,
+  so the loss and gradient differences along the line are the landscape's, not fresh noise's
+  (a probe step of 0 gives a zero gradient difference, for every normalizer).
   Either way the model is never run: every pass runs on a private deep copy (parameters, BN
   buffers, train/eval flags), whose parameters are overwritten in place with each probe point.
   The model's weights, ``.grad``, BN running buffers and modes stay as they were. (A copy with

@@ -217,6 +217,7 @@ def train(spec: dict, ds: Dataset, device: str = "auto", resume_path=None) -> di
     for step in range(state["step"], cfg.steps + 1):
         batch = (sampler.next() if pending is None else pending).to(dev)
         pending = None
+        normalizers.set_step(model, step)  # noisy BN: this step's noise in every pass (ckpt too)
         if nz.before_update is not None:  # e.g. population_norm's statistics, before eval/ckpt
             nz.before_update(model, ctx, step, nz.options)
         if step % cfg.eval_every == 0 or step == cfg.steps:
