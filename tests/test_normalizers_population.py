@@ -11,7 +11,7 @@ from conftest import make_spec
 from scipy import stats
 from torch.func import functional_call
 
-from bnstudy import checkpoints, models, normalizers, training
+from bnstudy import checkpoints, io, models, normalizers, training
 from bnstudy import norm_population as npop
 
 EPS = 1e-5
@@ -364,10 +364,10 @@ def test_resumed_run_equals_uninterrupted_run(star, tmp_path, norm, options):
     spec = make_spec(norm=norm, model=model, training=tr)
     path = tmp_path / "resume.pt"
     full = training.train(spec, star, "cpu", resume_path=path)  # leaves its step-3 state
-    blob = torch.load(path, weights_only=True)
+    blob = io.load_pt(path, training.RESUME_KIND)
     assert blob["step"] == 3
     blob["history"][0]["loss"] = -1.0  # a marker: only a run that resumed carries it
-    torch.save(blob, path)
+    io.save_pt(blob, path, training.RESUME_KIND)
     resumed = training.train(spec, star, "cpu", resume_path=path)
     assert resumed["history"][0]["loss"] == -1.0
     strip = [{k: v for k, v in h.items() if k != "wall_time"} for h in full["history"][1:]]

@@ -29,7 +29,7 @@ import pytest
 import torch
 from conftest import make_spec
 
-from bnstudy import checkpoints, data, normalizers, training
+from bnstudy import checkpoints, data, io, normalizers, training
 
 TRAINING = {"lr": 0.05, "momentum": 0.9, "batch_size": 16, "steps": 20, "eval_every": 5,
             "checkpoints": [0, 1, 5, 10, 15]}
@@ -106,7 +106,7 @@ def test_crash_and_resume_equals_uninterrupted(norm, star, digit_images, tmp_pat
     _counting(monkeypatch, crash_at=12)
     with pytest.raises(Killed):
         training.train(spec, ds, "cpu", resume_path=path)
-    assert torch.load(path, weights_only=True)["step"] == 10
+    assert io.load_pt(path, training.RESUME_KIND)["step"] == 10
     seen = _counting(monkeypatch)
     resumed = training.train(spec, ds, "cpu", resume_path=path)
     assert seen["updates"] == TRAINING["steps"] - 10, "the restart did not resume from step 10"
@@ -122,7 +122,7 @@ def test_repeated_crashes_and_a_crash_at_a_checkpoint(star, tmp_path, monkeypatc
         _counting(monkeypatch, crash_at=crash_at)
         with pytest.raises(Killed):
             training.train(spec, star, "cpu", resume_path=path)
-        assert torch.load(path, weights_only=True)["step"] == latest
+        assert io.load_pt(path, training.RESUME_KIND)["step"] == latest
     seen = _counting(monkeypatch)
     resumed = training.train(spec, star, "cpu", resume_path=path)
     assert seen["updates"] == TRAINING["steps"] - 15
@@ -188,7 +188,7 @@ def test_sigkilled_cli_training_resumes_to_identical_outputs(tmp_path):
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
-            if resume.exists() and torch.load(resume, weights_only=True)["step"] >= 500:
+            if resume.exists() and io.load_pt(resume, training.RESUME_KIND)["step"] >= 500:
                 break
             time.sleep(0.02)
         assert proc.poll() is None, f"training ended before it could be killed: " \
@@ -201,7 +201,7 @@ def test_sigkilled_cli_training_resumes_to_identical_outputs(tmp_path):
             proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     assert resume.exists() and not out_ckpt.exists() and not out_hist.exists()
-    killed_at = torch.load(resume, weights_only=True)["step"]
+    killed_at = io.load_pt(resume, training.RESUME_KIND)["step"]
     rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert not resume.exists(), "the resume file must be deleted after success"

@@ -1,6 +1,7 @@
 """The on-disk run file (checkpoints.pt) and how measures get a model back from it.
 
-A run file is a plain dict of tensors, numbers and strings, loaded with ``weights_only=True``::
+A run file is a plain dict of tensors, numbers and strings, saved inside a checksummed wrapper
+(:func:`bnstudy.io.save_pt`) and loaded with ``weights_only=True``::
 
     {"spec": {...run spec...}, "diverged": bool, "device": str,
      "checkpoints": [{"step", "model", "optimizer", "batch"}, ...]}
@@ -18,7 +19,7 @@ import torch
 from torch import nn
 
 from .data import Dataset
-from .io import atomic_path
+from .io import load_pt, save_pt
 from .training import TrainConfig, build, make_optimizer
 
 
@@ -45,14 +46,18 @@ class Restored:
         return self._optimizer
 
 
+KIND = "checkpoints"
+
+
 def save(result: dict, path: str | Path) -> None:
     blob = {k: result[k] for k in ("spec", "checkpoints", "diverged", "device")}
-    with atomic_path(path) as tmp:
-        torch.save(blob, tmp)
+    save_pt(blob, path, KIND)
 
 
 def load(path: str | Path) -> dict:
-    return torch.load(path, map_location="cpu", weights_only=True)
+    """The run file at ``path``; :class:`bnstudy.io.CorruptFile` names a corrupt, truncated or
+    foreign file (its checksum is verified)."""
+    return load_pt(path, KIND)
 
 
 def steps(run: dict) -> list[int]:

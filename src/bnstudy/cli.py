@@ -134,11 +134,9 @@ def cmd_analysis(a) -> None:
 def cmd_claims(a) -> None:
     from pathlib import Path
 
-    import pandas as pd
-
     from . import claims, io
 
-    frames = {Path(p).stem: pd.read_parquet(p) for p in a.tables}
+    frames = {Path(p).stem: io.read_table(p) for p in a.tables}
     ledger = claims.evaluate(frames, level=a.ci)
     hashes = [io.read_provenance(p).get("config_hash") for p in a.tables]
     io.write_table(ledger, a.out, io.provenance(io.stable_hash([hashes, a.ci]), "cpu"))

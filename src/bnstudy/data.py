@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from . import realdata
-from .io import atomic_path
+from .io import REDO, CorruptFile, array_digest, atomic_path
 
 
 @dataclass
@@ -287,13 +288,30 @@ def make(kind: str, options: dict | None = None) -> Dataset:
     return ds
 
 
+_ARRAYS = ("x_train", "y_train", "x_test", "y_test")
+
+
 def save(ds: Dataset, path: str | Path) -> None:
+    """Write ``ds`` atomically, with a SHA-256 of its arrays and meta (verified by :func:`load`)."""
+    arrays = {k: getattr(ds, k) for k in _ARRAYS}
+    meta = json.dumps(ds.meta)
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        np.savez(fh, x_train=ds.x_train, y_train=ds.y_train, x_test=ds.x_test,
-                 y_test=ds.y_test, meta=np.array(json.dumps(ds.meta)))
+        np.savez(fh, **arrays, meta=np.array(meta), sha256=np.array(array_digest(arrays, meta)))
 
 
 def load(path: str | Path) -> Dataset:
-    with np.load(path, allow_pickle=False) as z:
-        meta = json.loads(str(z["meta"]))
-        return Dataset(z["x_train"], z["y_train"], z["x_test"], z["y_test"], meta)
+    """The dataset at ``path``; :class:`bnstudy.io.CorruptFile` names a corrupt, truncated or
+    foreign file (its checksum is verified)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in _ARRAYS}
+            meta, want = str(z["meta"]), str(z["sha256"])
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+        raise CorruptFile(f"{path} is corrupt, truncated or not a bnstudy dataset "
+                          f"({type(e).__name__}: {e}); {REDO}") from None
+    if array_digest(arrays, meta) != want:
+        raise CorruptFile(f"{path} is corrupt: its content does not match the checksum stored "
+                          f"in it; {REDO}")
+    return Dataset(*(arrays[k] for k in _ARRAYS), json.loads(meta))

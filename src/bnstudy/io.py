@@ -1,9 +1,23 @@
-"""Atomic writes, provenance and Parquet tables with provenance in their schema metadata."""
+"""Atomic writes, provenance, and run files that carry a checksum of their content.
+
+Every file a job writes and a later job reads carries a SHA-256 of its content, verified on load,
+so that a silently corrupted file is detected rather than measured:
+
+- Parquet tables (:func:`write_table`): the checksum of the table's data (column names, types
+  and values) in the schema metadata, beside the provenance;
+- ``.pt`` files (:func:`save_pt`): a wrapper ``{"format": "bnstudy", "kind", "version",
+  "sha256", "payload"}`` whose payload is the ``torch.save`` bytes of the object; always loaded
+  with ``weights_only=True``;
+- dataset ``.npz`` files: see :mod:`bnstudy.data` (:func:`array_digest`).
+
+A corrupt, truncated or foreign file raises :class:`CorruptFile`, naming the file and what to do.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import io as _io
 import json
 import os
 import platform
@@ -16,6 +30,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 PROVENANCE_KEY = b"bnstudy.provenance"
+CHECKSUM_KEY = b"bnstudy.sha256"
+PT_VERSION = 1
+REDO = "delete it and rerun the workflow, which writes it again"
+
+
+class CorruptFile(ValueError):
+    """A run file that is corrupt, truncated or not written by bnstudy."""
 
 
 @contextlib.contextmanager
@@ -71,18 +92,53 @@ def provenance(config_hash: str, device: str = "cpu", **extra) -> dict:
     }
 
 
+def table_digest(table: pa.Table) -> str:
+    """SHA-256 of a table's data: column names, types and values (not its metadata)."""
+    import numpy as np
+
+    h = hashlib.sha256()
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        h.update(f"{name}\0{col.type}\0{len(col)}\0".encode())
+        t = col.type
+        if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
+            h.update(np.asarray(col.is_null()).tobytes())
+            h.update(np.asarray(col.fill_null(False if pa.types.is_boolean(t) else 0)).tobytes())
+        else:
+            h.update(repr(col.to_pylist()).encode())
+    return h.hexdigest()
+
+
 def write_table(df: pd.DataFrame, path: str | Path, prov: dict) -> None:
-    """Write ``df`` to Parquet atomically with ``prov`` in the schema metadata."""
+    """Write ``df`` to Parquet atomically with ``prov`` and the data's checksum in the schema
+    metadata."""
     table = pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False)
     meta = dict(table.schema.metadata or {})
     meta[PROVENANCE_KEY] = json.dumps(prov, sort_keys=True, default=str).encode()
+    meta[CHECKSUM_KEY] = table_digest(table).encode()
     table = table.replace_schema_metadata(meta)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
-    return pd.read_parquet(path)
+    """A table written by :func:`write_table`, its checksum verified (:class:`CorruptFile` when
+    the file is unreadable or its data do not match)."""
+    try:
+        table = pq.read_table(path)
+    except FileNotFoundError:
+        raise
+    except (OSError, pa.ArrowException) as e:
+        raise CorruptFile(f"{path} is corrupt or truncated (not a readable Parquet file: "
+                          f"{e}); {REDO}") from None
+    meta = table.schema.metadata or {}
+    want = meta.get(CHECKSUM_KEY)
+    if want is None and PROVENANCE_KEY in meta:
+        raise CorruptFile(f"{path} has no content checksum (written by an older bnstudy or "
+                          f"altered); {REDO}")
+    if want is not None and table_digest(table) != want.decode():
+        raise CorruptFile(f"{path} is corrupt: its data do not match the checksum stored in "
+                          f"it; {REDO}")
+    return table.to_pandas()
 
 
 def read_provenance(path: str | Path) -> dict:
@@ -94,3 +150,65 @@ def read_provenance(path: str | Path) -> dict:
 def write_json(obj, path: str | Path) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
+
+
+def save_pt(obj, path: str | Path, kind: str) -> None:
+    """``torch.save`` ``obj`` atomically inside a checksummed bnstudy wrapper of ``kind``."""
+    import torch
+
+    buf = _io.BytesIO()
+    torch.save(obj, buf)
+    payload = buf.getvalue()
+    wrapper = {"format": "bnstudy", "kind": kind, "version": PT_VERSION,
+               "sha256": hashlib.sha256(payload).hexdigest(), "payload": payload}
+    with atomic_path(path) as tmp:
+        torch.save(wrapper, tmp)
+
+
+def _torch_load(source, path, kind: str):
+    import pickle
+
+    import torch
+
+    try:
+        return torch.load(source, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise
+    except pickle.UnpicklingError as e:
+        if "weights only" in str(e).lower():
+            raise CorruptFile(f"{path} is not a bnstudy {kind} file (it holds Python objects "
+                              "other than tensors and plain data) and will not be loaded; "
+                              f"{REDO}") from None
+        raise CorruptFile(f"{path} is corrupt or truncated ({e}); {REDO}") from None
+    except Exception as e:  # noqa: BLE001 (torch raises RuntimeError, OSError, EOFError...)
+        raise CorruptFile(f"{path} is corrupt or truncated ({type(e).__name__}: "
+                          f"{str(e).splitlines()[0] if str(e) else ''}); {REDO}") from None
+
+
+def load_pt(path: str | Path, kind: str):
+    """What :func:`save_pt` wrote to ``path`` (``weights_only=True``), its checksum verified;
+    :class:`CorruptFile` names the file when it is corrupt, truncated or not bnstudy's."""
+    wrapper = _torch_load(path, path, kind)
+    if not (isinstance(wrapper, dict) and wrapper.get("format") == "bnstudy"
+            and wrapper.get("kind") == kind and isinstance(wrapper.get("payload"), bytes)):
+        raise CorruptFile(f"{path} is not a bnstudy {kind} file (no bnstudy {kind} header) "
+                          f"and will not be loaded; {REDO}")
+    if wrapper.get("version") != PT_VERSION:
+        raise CorruptFile(f"{path} has format version {wrapper.get('version')!r}, this bnstudy "
+                          f"reads {PT_VERSION}; {REDO}")
+    if hashlib.sha256(wrapper["payload"]).hexdigest() != wrapper.get("sha256"):
+        raise CorruptFile(f"{path} is corrupt: its content does not match the checksum stored "
+                          f"in it; {REDO}")
+    return _torch_load(_io.BytesIO(wrapper["payload"]), path, kind)
+
+
+def array_digest(arrays: dict, extra: str = "") -> str:
+    """SHA-256 of named numpy arrays (name, dtype, shape, bytes) and a string."""
+    import numpy as np
+
+    h = hashlib.sha256(extra.encode())
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}\0{a.dtype.str}\0{a.shape}\0".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()

@@ -18,7 +18,9 @@ parameters and buffers, so checkpoints restore and replay without them.
 
 A run can be resumed: at every checkpoint the full trainer state (model, optimizer, sampler and
 RNG states, history so far) goes to ``resume_path``; a restarted job with the same spec continues
-from there and produces the same checkpoints and history as an uninterrupted run.
+from there and produces the same checkpoints and history as an uninterrupted run. The resume file
+carries a checksum (:func:`bnstudy.io.save_pt`); a corrupt or truncated one is discarded with a
+warning and the run starts afresh (it is no workflow output, so nothing else would remove it).
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ from torch import nn
 
 from . import models, normalizers
 from .data import Dataset
-from .io import atomic_path, stable_hash
+from .io import CorruptFile, load_pt, save_pt, stable_hash
+
+RESUME_KIND = "resume state"
 
 
 @dataclass(frozen=True)
@@ -273,14 +277,19 @@ def _save_resume(path, key, step, model, opt, sampler, state, t0, batch) -> None
             "sampler": sampler.state(), "torch_rng": torch.get_rng_state(),
             # taken *before* update ``step`` whose batch is already drawn: replay it on load
             "pending_batch": batch.cpu()}
-    with atomic_path(path) as tmp:
-        torch.save(blob, tmp)
+    save_pt(blob, path, RESUME_KIND)
 
 
 def _try_resume(path, key, model, opt, sampler) -> dict | None:
     if not Path(path).exists():
         return None
-    blob = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        blob = load_pt(path, RESUME_KIND)
+    except CorruptFile as e:  # not a workflow output: nobody else would ever remove it
+        logging.getLogger("bnstudy").warning("discarding the resume state: %s; training starts "
+                                             "afresh", str(e).split("; delete it")[0])
+        Path(path).unlink(missing_ok=True)
+        return None
     if blob.get("key") != key:  # another spec, other data or other code: start afresh
         logging.getLogger("bnstudy").info("ignoring %s: saved by another run", path)
         return None
