@@ -180,11 +180,17 @@ def test_at_least_forty_cases():
 
 
 @pytest.mark.parametrize("patch, words", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_config_is_rejected_clearly(patch, words, tmp_path):
+def test_bad_config_is_rejected_clearly(patch, words, tmp_path, capsys):
     cfg = bad_config(patch, tmp_path)
     with pytest.raises(study.ConfigError) as err:
-        study.check(cfg, local=False)
+        study.check(copy.deepcopy(cfg), local=False)
     assert_clear(err.value, words)
+    # as the Snakefile calls it: exit status 1 and the message on one line, no traceback
+    with pytest.raises(SystemExit) as exit_:
+        study.or_exit(study.check, cfg, local=False)
+    out = capsys.readouterr()
+    assert exit_.value.code == 1 and out.out == ""
+    assert out.err == f"bnstudy config error: {err.value}\n"
     assert not (tmp_path / "results").exists()
 
 
