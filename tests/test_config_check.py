@@ -146,6 +146,11 @@ CASES = [
     ("vgg_on_vectors", lambda c: (_set("models.v", {"arch": "vgg"})(c),
                                   _experiment(model="v")(c)),
      ["experiments.x", "vgg", "(C, H, W)"]),
+    ("vgg_too_many_pools", lambda c: (
+        _set("datasets.d", {"kind": "digits", "options": {"image": True}})(c),
+        _set("models.v", {"arch": "vgg", "channels": [4, "M", 8, "M", 16, "M", 32, "M"]})(c),
+        _experiment(model="v", dataset="d")(c)),
+     ["experiments.x", "'v'", "(1, 8, 8)", "Output size is too small"]),
     ("norm_option_unknown", _set("models.mlp.norm_options", {"batchnorm": {"groups": 2}}),
      ["experiments", "batchnorm", "groups"]),
     ("plots_dpi", _set("plots.dpi", 10), ["plots.dpi", "10", ">= 30"]),

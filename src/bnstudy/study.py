@@ -229,22 +229,31 @@ def _measure_options(cfg: dict) -> dict:
     return out
 
 
-def _n_layers(model_cfg, norm: str, kind: str, options: dict) -> int:
-    """ICS's layer count of a model on a dataset kind (built on the CPU, RNG state kept)."""
+def _build(model_cfg, norm: str, kind: str, options: dict, forward: bool):
+    """The model on the dataset's input shape (CPU, global RNG state kept); with ``forward``, a
+    pass over two zero inputs (too many poolings for the image size fail here, not in a job)."""
     import torch
 
-    from . import data, ics, models
+    from . import data, models
 
     input_shape, out_dim = data.shape(kind, options)
     with torch.random.fork_rng(devices=[]):
         net = models.build_model(model_cfg, norm, input_shape, out_dim)
-    return len(ics.layer_groups(net))
+    if forward:
+        try:
+            with torch.no_grad():
+                net.eval()(torch.zeros(2, *input_shape))
+        except RuntimeError as e:
+            raise ValueError(f"fails on inputs of shape {tuple(input_shape)}: "
+                             f"{str(e).splitlines()[0]}") from None
+    return net
 
 
 def _experiments(cfg: dict, sizes: dict, model_cfgs: dict, train_cfgs: dict, mopts: dict):
     from . import ics, measures, normalizers
 
     configured = sorted(m for m in measures.REGISTRY if m in cfg)
+    built: dict = {}  # (model, dataset, normalizer) -> the model, built once
     for name, e in cfg["experiments"].items():
         where = f"experiments.{name}"
         if name in RESERVED_EXPERIMENTS:
@@ -271,17 +280,19 @@ def _experiments(cfg: dict, sizes: dict, model_cfgs: dict, train_cfgs: dict, mop
                   f"{e['dataset']!r} ({sizes[e['dataset']]} examples, experiment {name!r}); "
                   "allowed: at most the training-set size, or 'full'")
         mc = model_cfgs[e["model"]]
-        for norm in e["norms"]:
+        for norm in ["none", *e["norms"]]:  # "none": the plain net, also run forward once
             if norm not in normalizers.REGISTRY:
                 _fail(f"{where}.norms", f"unknown normalizer {norm!r}; "
                                         f"allowed: {normalizers.names()}")
+            key = (e["model"], e["dataset"], norm)
             try:
-                mc.normalizer(norm)
-                n_layers = _n_layers(mc, norm, kind, ds.get("options"))
+                if key not in built:
+                    built[key] = _build(mc, norm, kind, ds.get("options"), norm == "none")
             except ValueError as err:
                 _fail(where, f"model {e['model']!r} with normalizer {norm!r} on dataset "
                              f"{e['dataset']!r}: {err}")
         if "ics" in mopts and "ics" in e.get("measures", ["ics"]):
+            n_layers = len(ics.layer_groups(built[(e["model"], e["dataset"], "none")]))
             try:
                 ics.resolve_layers(mopts["ics"]["layers"], n_layers)
             except ValueError as err:
