@@ -1,0 +1,184 @@
+"""Reading a study's config files strictly and checking them against the JSON schema.
+
+:func:`read_yaml` rejects a key given twice in one mapping (plain YAML keeps the last silently)
+and names the file, line and column of a syntax error; :func:`validate_schema` checks a config
+against ``workflow/schemas/config.schema.yaml``, fills in its defaults, and reports the first
+error as one paragraph (key path, bad value, what is allowed) instead of the schema and config.
+Every failure is a :class:`ConfigError`; :func:`or_exit` turns one into a short message and exit
+status 1. :mod:`bnstudy.study` adds the checks a schema cannot express.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A bad study config, as one short paragraph."""
+
+
+def fail(path: str, msg: str):
+    """Raise the ConfigError ``<path>: <msg>``."""
+    raise ConfigError(f"{path}: {msg}" if path else msg)
+
+
+# -- strict YAML ------------------------------------------------------------------------------
+
+class _StrictLoader(yaml.SafeLoader):
+    """A safe loader that rejects a key given twice in one mapping (merge keys ``<<`` may still
+    be overridden, as YAML intends)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            mark = key_node.start_mark
+            if key in seen:
+                raise ConfigError(f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}: "
+                                  f"duplicate key {key!r} (first given on line {seen[key]}); "
+                                  "YAML keeps only the last, so give each key once")
+            seen[key] = mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
+def read_yaml(path: str | Path) -> dict:
+    """A config file's content; a ConfigError names a missing file, a YAML syntax error's line
+    and column, or a duplicate key."""
+    path = Path(path)
+    if not path.is_file():
+        fail("", f"config file {str(path)!r} does not exist" + (
+            " (it is a directory)" if path.is_dir() else ""))
+    try:
+        with open(path, encoding="utf-8") as fh:
+            cfg = yaml.load(fh, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        fail("", f"{path}{where}: YAML syntax error: {e.problem or e.context}")
+    except yaml.YAMLError as e:
+        fail("", f"{path}: not valid YAML ({e})")
+    if not isinstance(cfg, dict):
+        fail("", f"{path}: a config file must be a mapping of settings, got "
+                  f"{type(cfg).__name__}")
+    return cfg
+
+
+def check_files(paths) -> list[dict]:
+    """Each config file read strictly (Snakemake's own loader keeps the last of duplicate keys)."""
+    return [read_yaml(p) for p in paths]
+
+
+# -- the JSON schema ----------------------------------------------------------------------------
+
+def _key_path(parts) -> str:
+    return ".".join(str(p) for p in parts) or "(top level)"
+
+
+def _allowed(error) -> str:
+    """What the failed schema keyword allows, in words."""
+    kw, val, sch = error.validator, error.validator_value, error.schema
+    if kw == "additionalProperties":
+        return f"the keys {sorted(sch.get('properties', {}))}" if "properties" in sch \
+            else "no further keys"
+    if kw == "required":
+        return f"the keys {val} are required"
+    if kw == "enum":
+        return "one of " + ", ".join(map(repr, val))
+    if kw == "const":
+        return repr(val)
+    if kw == "type":
+        return f"a value of type {val}"
+    if kw in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=",
+              "exclusiveMaximum": "<"}[kw]
+        return f"a number {op} {val}"
+    if kw in ("anyOf", "oneOf"):
+        return " or ".join(_describe(s) for s in val)
+    if kw == "pattern":
+        return f"text matching {val}"
+    if kw == "propertyNames":
+        return f"names matching {sch['propertyNames'].get('pattern', sch['propertyNames'])}"
+    if kw in ("minItems", "maxItems", "minProperties", "uniqueItems", "multipleOf", "not"):
+        return f"{kw} {val}"
+    return f"{kw}: {val}"
+
+
+def _describe(s: dict) -> str:
+    if "const" in s:
+        return repr(s["const"])
+    if "enum" in s:
+        return "one of " + ", ".join(map(repr, s["enum"]))
+    bits = [s.get("type", "value")]
+    for kw, op in (("minimum", ">="), ("exclusiveMinimum", ">")):
+        if kw in s:
+            bits.append(f"{op} {s[kw]}")
+    return " ".join(map(str, bits))
+
+
+def _bad_value(error) -> str:
+    if error.validator == "additionalProperties":
+        known = set(error.schema.get("properties", {}))
+        extra = sorted(k for k in error.instance if k not in known)
+        return f"unknown key(s) {extra}"
+    if error.validator == "required":
+        return error.message
+    text = repr(error.instance)
+    return "got " + (text if len(text) <= 80 else text[:77] + "...")
+
+
+def validate_schema(cfg: dict, schema: str | Path = SCHEMA) -> dict:
+    """``cfg`` validated against the JSON schema, defaults filled in (in place, as Snakemake's
+    ``validate`` does); a ConfigError names the key path, bad value and what is allowed."""
+    from jsonschema import Draft202012Validator, validators
+    from jsonschema.exceptions import best_match
+
+    schema_doc = yaml.safe_load(Path(schema).read_text())
+    props = Draft202012Validator.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, sch):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if "default" in sub:
+                    instance.setdefault(name, sub["default"])
+        yield from props(validator, properties, instance, sch)
+
+    cls = validators.extend(Draft202012Validator, {"properties": set_defaults})
+    error = best_match(cls(schema_doc).iter_errors(cfg))
+    if error is not None:
+        if error.validator in ("anyOf", "oneOf") and error.context:
+            deepest = max(error.context, key=lambda e: len(e.absolute_path))
+            if len(deepest.absolute_path) > len(error.absolute_path):
+                error = deepest
+        fail(_key_path(error.absolute_path), f"{_bad_value(error)}; allowed: {_allowed(error)}")
+    return cfg
+
+
+def merged(configs: list[dict]) -> dict:
+    """Config files merged as Snakemake merges ``--configfile`` files (nested keys updated)."""
+    def update(a: dict, b: dict) -> dict:
+        for k, v in b.items():
+            a[k] = update(dict(a[k]), v) if isinstance(v, dict) and isinstance(a.get(k),
+                                                                                 dict) else v
+        return a
+
+    out: dict = {}
+    for c in configs:
+        update(out, c)
+    return out
+
+
+def or_exit(func, *args, **kwargs):
+    """``func(*args, **kwargs)``; on a ConfigError print it and exit 1 (no traceback)."""
+    try:
+        return func(*args, **kwargs)
+    except ConfigError as e:
+        print(f"bnstudy config error: {e}", file=sys.stderr)
+        sys.exit(1)
+
