@@ -147,7 +147,7 @@ def cmd_claims(a) -> None:
 def cmd_aggregate(a) -> None:
     from . import tables
 
-    tables.aggregate(a.inputs, a.out)
+    tables.aggregate_grid(a.results, a.grid, a.name, a.out)
 
 
 def cmd_plot(a) -> None:
@@ -215,8 +215,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.set_defaults(func=cmd_claims)
 
-    s = sub.add_parser("aggregate", help="concatenate per-run tables into one table")
-    s.add_argument("--inputs", nargs="+", required=True)
+    s = sub.add_parser("aggregate", help="concatenate every run's per-run table into one table")
+    s.add_argument("--results", required=True, help="the results directory")
+    s.add_argument("--name", required=True, help="the per-run file, e.g. history.parquet")
+    s.add_argument("--grid", type=_json, required=True,
+                   help='the runs as JSON: {"<experiment>": {"norms": [...], "seeds": [...]}}')
     s.add_argument("--out", required=True)
     s.set_defaults(func=cmd_aggregate)
 

@@ -1,7 +1,14 @@
-"""Aggregation of per-run tables and the summaries (mean and CI over seeds) the report shows."""
+"""Aggregation of per-run tables and the summaries (mean and CI over seeds) the report shows.
+
+Where a run's files live is spelled once, in :func:`run_file`: the workflow builds its per-run
+paths with it, and the aggregate verb finds a table's per-run files from the run grid with it
+(the grid travels on the command line, never the list of files, which outgrows Linux's limit on
+one argument, 128 KiB, at a few thousand runs).
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +18,42 @@ from scipy import stats
 from . import io
 
 GROUP = ["experiment", "dataset", "model", "norm"]
+
+
+def run_file(results: str | Path, experiment, norm, seed, name: str) -> str:
+    """Per-run file ``name`` of one run (experiment, normalizer, seed) under ``results``."""
+    return os.path.join(str(results), "runs", str(experiment), str(norm), f"seed{seed}", name)
+
+
+def grid_files(results: str | Path, grid: dict, name: str) -> list[str]:
+    """Per-run file ``name`` of every run of ``grid``, ``{experiment: {"norms": [...], "seeds":
+    [...]}}`` (an experiment's runs are every normalizer with every seed), in grid order."""
+    if not name or os.path.basename(name) != name or name in (".", ".."):
+        raise ValueError(f"per-run file name {name!r} must be a plain file name")
+    if not isinstance(grid, dict) or not grid:
+        raise ValueError(f"run grid must be a non-empty mapping experiment -> "
+                         f"{{'norms': [...], 'seeds': [...]}}, got {grid!r}")
+    files = []
+    for experiment, runs in grid.items():
+        if not isinstance(runs, dict) or sorted(runs) != ["norms", "seeds"] or not all(
+                isinstance(runs[k], list) and runs[k] for k in ("norms", "seeds")):
+            raise ValueError(f"run grid of experiment {experiment!r} must be "
+                             f"{{'norms': [...], 'seeds': [...]}} with non-empty lists, "
+                             f"got {runs!r}")
+        files += [run_file(results, experiment, n, s, name)
+                  for n in runs["norms"] for s in runs["seeds"]]
+    return files
+
+
+def aggregate_grid(results: str | Path, grid: dict, name: str, out: str | Path) -> pd.DataFrame:
+    """:func:`aggregate` of per-run file ``name`` of every run of ``grid`` (see
+    :func:`grid_files`); every one of them must exist."""
+    files = grid_files(results, grid, name)
+    missing = [f for f in files if not os.path.isfile(f)]
+    if missing:
+        raise FileNotFoundError(f"{len(missing)} of the {len(files)} per-run files {name!r} "
+                                f"are missing, e.g. {missing[:3]}")
+    return aggregate(files, out)
 
 
 def aggregate(inputs: list[str | Path], out: str | Path) -> pd.DataFrame:

@@ -1,13 +1,13 @@
 rule analysis:
     output:
-        res("tables/{analysis}.parquet"),
+        res("tables", "{analysis}.parquet"),
     params:
         options=analysis_options,
         code=analysis_code,
     log:
-        "logs/analysis/{analysis}.log",
+        log_file("analysis", "{analysis}.log"),
     conda:
         "../../environment.yml"
     shell:
-        "python -m bnstudy analysis {wildcards.analysis} --options {params.options:q}"
-        " --out {output} > {log} 2>&1"
+        "python -m bnstudy analysis {wildcards.analysis:q} --options {params.options:q}"
+        " --out {output:q} > {log:q} 2>&1"

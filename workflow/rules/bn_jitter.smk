@@ -11,12 +11,12 @@ rule bn_jitter:
         code=measure_code("bn_jitter"),
     threads: config["threads"]
     log:
-        "logs/bn_jitter/{experiment}/{norm}/seed{seed}.log",
+        run_log("bn_jitter"),
     conda:
         "../../environment.yml"
     shell:
-        "python -m bnstudy measure bn_jitter --data {input.data}"
-        " --checkpoints {input.checkpoints} --options {params.options:q}"
-        " --device {params.device} --threads {threads}"
-        " --out bn_jitter={output.bn_jitter}"
-        " bn_jitter_boundary={output.bn_jitter_boundary} > {log} 2>&1"
+        "python -m bnstudy measure bn_jitter --data {input.data:q}"
+        " --checkpoints {input.checkpoints:q} --options {params.options:q}"
+        " --device {params.device:q} --threads {threads}"
+        " --out bn_jitter={output.bn_jitter:q}"
+        " bn_jitter_boundary={output.bn_jitter_boundary:q} > {log:q} 2>&1"

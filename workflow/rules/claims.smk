@@ -2,13 +2,14 @@ rule claims:
     input:
         all_tables(),
     output:
-        res("tables/claims.parquet"),
+        res("tables", "claims.parquet"),
     params:
         ci=config["report"]["ci"],
         code=code_version("claims"),
     log:
-        "logs/claims.log",
+        log_file("claims.log"),
     conda:
         "../../environment.yml"
     shell:
-        "python -m bnstudy claims --tables {input} --ci {params.ci} --out {output} > {log} 2>&1"
+        "python -m bnstudy claims --tables {input:q} --ci {params.ci:q} --out {output:q}"
+        " > {log:q} 2>&1"

@@ -10,8 +10,14 @@ from pathlib import Path
 from bnstudy import analyses as _analyses
 from bnstudy import measures as _measures
 from bnstudy import plots as _plots
+from bnstudy import tables as _tables
 
-R = config["results"]
+
+# The results directory, normalised (``out/``, ``./out`` and ``out//`` are all ``out``) so that
+# every path built from it has one spelling. The schema refuses what cannot be a Snakemake path
+# or a command-line value (empty, control characters, braces, a leading '-'); any other
+# character is safe in the commands, which shell-quote every path (``{...:q}``).
+R = os.path.normpath(config["results"])
 SRC = Path(workflow.basedir) / "src" / "bnstudy"
 
 # The package modules each stage's command imports. Their content hash is a param of the
@@ -119,20 +125,26 @@ wildcard_constraints:
     analysis=_alt(ANALYSES or ["-"]),
 
 
+# Every path the rules use is built here, by res() (under the normalised results directory)
+# and by bnstudy.tables.run_file (a run's files, also used by the aggregate verb): one spelling.
 def res(*parts):
     """A path under the results directory."""
     return os.path.join(R, *parts)
 
 
+def log_file(rule, *parts):
+    """A rule's log, under the results directory (each study keeps its own logs)."""
+    return res("logs", rule, *parts)
+
+
 def run_out(name):
     """A per-run file, as a pattern over the experiment, norm and seed wildcards."""
-    return res("runs", "{experiment}", "{norm}", "seed{seed}", name)
+    return _tables.run_file(R, "{experiment}", "{norm}", "{seed}", name)
 
 
-def run_files(name, experiment=None):
-    """Per-run file ``name`` for every run (of one experiment, if given)."""
-    return [f"{R}/runs/{e}/{n}/seed{s}/{name}" for e, n, s in RUNS
-            if experiment is None or e == experiment]
+def run_log(rule):
+    """A per-run job's log, as a pattern over the experiment, norm and seed wildcards."""
+    return log_file(rule, "{experiment}", "{norm}", "seed{seed}.log")
 
 
 def dataset_params(wildcards):
@@ -145,7 +157,7 @@ def dataset_kind(wildcards):
 
 
 def run_dataset(wildcards):
-    return f"{R}/data/{EXPERIMENTS[wildcards.experiment]['dataset']}.npz"
+    return res("data", f"{EXPERIMENTS[wildcards.experiment]['dataset']}.npz")
 
 
 def _model_config(name, norm):
@@ -173,11 +185,24 @@ def run_spec(wildcards):
     return json.dumps(spec, sort_keys=True)
 
 
+def _table_grid(table):
+    """The runs a table summarises: those of the experiments that run its measure."""
+    measure = TABLE_MEASURE.get(table)
+    return {e: {"norms": x["norms"], "seeds": x["seeds"]} for e, x in EXPERIMENTS.items()
+            if measure is None or measure in experiment_measures(e)}
+
+
 def table_inputs(wildcards):
-    """A table's per-run files, from the runs of experiments that run its measure."""
-    measure = TABLE_MEASURE.get(wildcards.table)
-    return [f for e in EXPERIMENTS if measure is None or measure in experiment_measures(e)
-            for f in run_files(TABLE_FILES[wildcards.table], e)]
+    """A table's per-run files (the DAG's edges; the command gets the grid, not the list)."""
+    return _tables.grid_files(R, _table_grid(wildcards.table), TABLE_FILES[wildcards.table])
+
+
+def table_grid(wildcards):
+    return json.dumps(_table_grid(wildcards.table), sort_keys=True)
+
+
+def table_file(wildcards):
+    return TABLE_FILES[wildcards.table]
 
 
 def measure_options(name):
@@ -191,7 +216,7 @@ def measure_code(name):
 
 
 def figure_tables(wildcards):
-    return [f"{R}/tables/{t}.parquet" for t in FIGURES[wildcards.family].tables]
+    return [res("tables", f"{t}.parquet") for t in FIGURES[wildcards.family].tables]
 
 
 def figure_code(wildcards):
@@ -199,7 +224,7 @@ def figure_code(wildcards):
 
 
 def all_tables():
-    return [f"{R}/tables/{t}.parquet" for t in [*TABLE_FILES, *ANALYSES]]
+    return [res("tables", f"{t}.parquet") for t in [*TABLE_FILES, *ANALYSES]]
 
 
 def analysis_options(wildcards):
@@ -222,9 +247,9 @@ def _applies(family, experiment):
 
 
 def all_figures():
-    per_experiment = [f"{R}/figures/{e}/{n}.png" for e in EXPERIMENTS
+    per_experiment = [res("figures", e, f"{n}.png") for e in EXPERIMENTS
                       for n, f in FIGURES.items() if f.scope == "experiment" and _applies(f, e)]
-    study = [f"{R}/figures/study/{n}.png" for n, f in FIGURES.items()
+    study = [res("figures", "study", f"{n}.png") for n, f in FIGURES.items()
              if f.scope == "study" and (f.in_study is None or f.in_study(config))]
     return per_experiment + study
 
@@ -235,4 +260,4 @@ def report_code():
 
 
 def final_outputs():
-    return [f"{R}/report.html", f"{R}/tables/claims.parquet", *all_tables(), *all_figures()]
+    return [res("report.html"), res("tables", "claims.parquet"), *all_tables(), *all_figures()]

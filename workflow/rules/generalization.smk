@@ -10,11 +10,11 @@ rule generalization:
         code=measure_code("generalization"),
     threads: config["threads"]
     log:
-        "logs/generalization/{experiment}/{norm}/seed{seed}.log",
+        run_log("generalization"),
     conda:
         "../../environment.yml"
     shell:
-        "python -m bnstudy measure generalization --data {input.data}"
-        " --checkpoints {input.checkpoints} --options {params.options:q}"
-        " --device {params.device} --threads {threads}"
-        " --out generalization={output.generalization} > {log} 2>&1"
+        "python -m bnstudy measure generalization --data {input.data:q}"
+        " --checkpoints {input.checkpoints:q} --options {params.options:q}"
+        " --device {params.device:q} --threads {threads}"
+        " --out generalization={output.generalization:q} > {log:q} 2>&1"

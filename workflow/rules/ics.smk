@@ -10,11 +10,11 @@ rule ics:
         code=measure_code("ics"),
     threads: config["threads"]
     log:
-        "logs/ics/{experiment}/{norm}/seed{seed}.log",
+        run_log("ics"),
     conda:
         "../../environment.yml"
     shell:
-        "python -m bnstudy measure ics --data {input.data}"
-        " --checkpoints {input.checkpoints} --options {params.options:q}"
-        " --device {params.device} --threads {threads}"
-        " --out ics={output.ics} > {log} 2>&1"
+        "python -m bnstudy measure ics --data {input.data:q}"
+        " --checkpoints {input.checkpoints:q} --options {params.options:q}"
+        " --device {params.device:q} --threads {threads}"
+        " --out ics={output.ics:q} > {log:q} 2>&1"

@@ -11,12 +11,12 @@ rule partition_density:
         code=measure_code("partition_density"),
     threads: config["threads"]
     log:
-        "logs/partition_density/{experiment}/{norm}/seed{seed}.log",
+        run_log("partition_density"),
     conda:
         "../../environment.yml"
     shell:
-        "python -m bnstudy measure partition_density --data {input.data}"
-        " --checkpoints {input.checkpoints} --options {params.options:q}"
-        " --device {params.device} --threads {threads}"
-        " --out partition_density={output.partition_density}"
-        " partition_density_maps={output.partition_density_maps} > {log} 2>&1"
+        "python -m bnstudy measure partition_density --data {input.data:q}"
+        " --checkpoints {input.checkpoints:q} --options {params.options:q}"
+        " --device {params.device:q} --threads {threads}"
+        " --out partition_density={output.partition_density:q}"
+        " partition_density_maps={output.partition_density_maps:q} > {log:q} 2>&1"

@@ -3,7 +3,7 @@ rule plot:
         figure_tables,
     output:
         report(
-            res("figures/{experiment}/{family}.png"),
+            res("figures", "{experiment}", "{family}.png"),
             caption="../report/figure.rst",
             category="{experiment}",
             subcategory="{family}",
@@ -12,12 +12,13 @@ rule plot:
         options=json.dumps(config["plots"], sort_keys=True),
         code=figure_code,
     log:
-        "logs/plot/{experiment}/{family}.log",
+        log_file("plot", "{experiment}", "{family}.log"),
     conda:
         "../../environment.yml"
     shell:
-        "python -m bnstudy plot {wildcards.family} --table {input} --experiment"
-        " {wildcards.experiment} --options {params.options:q} --out {output} > {log} 2>&1"
+        "python -m bnstudy plot {wildcards.family:q} --table {input:q}"
+        " --experiment {wildcards.experiment:q} --options {params.options:q}"
+        " --out {output:q} > {log:q} 2>&1"
 
 
 rule plot_study:
@@ -25,7 +26,7 @@ rule plot_study:
         figure_tables,
     output:
         report(
-            res("figures/study/{family}.png"),
+            res("figures", "study", "{family}.png"),
             caption="../report/figure_study.rst",
             category="Study",
             subcategory="{family}",
@@ -34,9 +35,9 @@ rule plot_study:
         options=json.dumps(config["plots"], sort_keys=True),
         code=figure_code,
     log:
-        "logs/plot/study/{family}.log",
+        log_file("plot", "study", "{family}.log"),
     conda:
         "../../environment.yml"
     shell:
-        "python -m bnstudy plot {wildcards.family} --table {input}"
-        " --options {params.options:q} --out {output} > {log} 2>&1"
+        "python -m bnstudy plot {wildcards.family:q} --table {input:q}"
+        " --options {params.options:q} --out {output:q} > {log:q} 2>&1"

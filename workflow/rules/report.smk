@@ -1,7 +1,7 @@
 rule report:
     input:
         tables=all_tables(),
-        claims=res("tables/claims.parquet"),
+        claims=res("tables", "claims.parquet"),
         figures=all_figures(),
     output:
         report(res("report.html"), caption="../report/report.rst", category="Report"),
@@ -9,9 +9,10 @@ rule report:
         config=json.dumps(config, sort_keys=True),
         code=report_code(),
     log:
-        "logs/report.log",
+        log_file("report.log"),
     conda:
         "../../environment.yml"
     shell:
-        "python -m bnstudy report --config {params.config:q} --tables {input.tables} {input.claims}"
-        " --figures {input.figures} --out {output} > {log} 2>&1"
+        "python -m bnstudy report --config {params.config:q}"
+        " --tables {input.tables:q} {input.claims:q} --figures {input.figures:q}"
+        " --out {output:q} > {log:q} 2>&1"

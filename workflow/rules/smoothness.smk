@@ -11,12 +11,12 @@ rule smoothness:
         code=measure_code("smoothness"),
     threads: config["threads"]
     log:
-        "logs/smoothness/{experiment}/{norm}/seed{seed}.log",
+        run_log("smoothness"),
     conda:
         "../../environment.yml"
     shell:
-        "python -m bnstudy measure smoothness --data {input.data}"
-        " --checkpoints {input.checkpoints} --options {params.options:q}"
-        " --device {params.device} --threads {threads}"
-        " --out smoothness={output.smoothness}"
-        " smoothness_probes={output.smoothness_probes} > {log} 2>&1"
+        "python -m bnstudy measure smoothness --data {input.data:q}"
+        " --checkpoints {input.checkpoints:q} --options {params.options:q}"
+        " --device {params.device:q} --threads {threads}"
+        " --out smoothness={output.smoothness:q}"
+        " smoothness_probes={output.smoothness_probes:q} > {log:q} 2>&1"

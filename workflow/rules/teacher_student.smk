@@ -10,11 +10,11 @@ rule teacher_student:
         code=measure_code("teacher_student"),
     threads: config["threads"]
     log:
-        "logs/teacher_student/{experiment}/{norm}/seed{seed}.log",
+        run_log("teacher_student"),
     conda:
         "../../environment.yml"
     shell:
-        "python -m bnstudy measure teacher_student --data {input.data}"
-        " --checkpoints {input.checkpoints} --options {params.options:q}"
-        " --device {params.device} --threads {threads}"
-        " --out teacher_student={output.teacher_student} > {log} 2>&1"
+        "python -m bnstudy measure teacher_student --data {input.data:q}"
+        " --checkpoints {input.checkpoints:q} --options {params.options:q}"
+        " --device {params.device:q} --threads {threads}"
+        " --out teacher_student={output.teacher_student:q} > {log:q} 2>&1"

@@ -13,10 +13,11 @@ rule train:
     resources:
         gpu=config["gpus_per_train_job"],
     log:
-        "logs/train/{experiment}/{norm}/seed{seed}.log",
+        run_log("train"),
     conda:
         "../../environment.yml"
     shell:
-        "python -m bnstudy train --data {input.data} --spec {params.spec:q}"
-        " --device {params.device} --threads {threads} --resume {params.resume}"
-        " --out-checkpoints {output.checkpoints} --out-history {output.history} > {log} 2>&1"
+        "python -m bnstudy train --data {input.data:q} --spec {params.spec:q}"
+        " --device {params.device:q} --threads {threads} --resume {params.resume:q}"
+        " --out-checkpoints {output.checkpoints:q} --out-history {output.history:q}"
+        " > {log:q} 2>&1"
