@@ -160,7 +160,7 @@ def test_killed_train_job_is_retried_and_resumes(slurm_study):
                     and j["Comment"].endswith("_".join(RUN))), key=lambda j: int(j["JobId"]))
     assert [j["JobState"] for j in train] == ["CANCELLED", "COMPLETED"], train
     assert train[0]["JobId"] == slurm_study["killed"]["job"]
-    log = slurm_study["project"].joinpath("logs", "train", *RUN[:2], f"seed{RUN[2]}.log")
+    log = slurm_study["results"].joinpath("logs", "train", *RUN[:2], f"seed{RUN[2]}.log")
     assert "resuming from" in log.read_text(), log.read_text()[-2000:]
     assert not slurm_study["results"].joinpath(
         "runs", *RUN[:2], f"seed{RUN[2]}", "resume.pt").exists()
