@@ -224,6 +224,7 @@ def test_results_pointing_at_a_file_is_rejected(tmp_path):
     ("a: [1, 2\nb: 3\n", ["line 2, column 2", "YAML syntax error"]),
     ("a: 1\n\tb: 2\n", ["line 2", "YAML syntax error"]),
     ("- 1\n- 2\n", ["must be a mapping"]),
+    ("# nothing\n", ["must be a mapping", "empty file"]),
 ])
 def test_config_files_are_read_strictly(tmp_path, text, words):
     f = tmp_path / "c.yaml"

@@ -66,7 +66,7 @@ def read_yaml(path: str | Path) -> dict:
         fail("", f"{path}: not valid YAML ({e})")
     if not isinstance(cfg, dict):
         fail("", f"{path}: a config file must be a mapping of settings, got "
-                  f"{type(cfg).__name__}")
+                 + ("an empty file" if cfg is None else type(cfg).__name__))
     return cfg
 
 
