@@ -102,7 +102,7 @@ def _allowed(error) -> str:
     if kw in ("anyOf", "oneOf"):
         return " or ".join(_describe(s) for s in val)
     if kw == "pattern":
-        return f"text matching {val}"
+        return sch.get("description") or f"text matching {val}"
     if kw == "propertyNames":
         return f"names matching {sch['propertyNames'].get('pattern', sch['propertyNames'])}"
     if kw in ("minItems", "maxItems", "minProperties", "uniqueItems", "multipleOf", "not"):
