@@ -113,13 +113,8 @@ def test_aggregation_runs_with_a_hostile_path(project):
     assert not _marks(project.parent)
 
 
-@pytest.mark.parametrize("given, why", [
-    ("", "minLength"),
-    ("-results", "text matching"),
-    ("a\nb", "text matching"),
-    ("out{x}", "text matching"),
-])
-def test_results_that_cannot_be_a_path_are_refused_before_any_job(project, given, why):
+@pytest.mark.parametrize("given", ["", "-results", "a\nb", "out{x}"])
+def test_results_that_cannot_be_a_path_are_refused_before_any_job(project, given):
     cfg_path = project / "bad.yaml"
     cfg = yaml.safe_load((project / "config" / "config.yaml").read_text())
     cfg["results"] = given
@@ -127,8 +122,8 @@ def test_results_that_cannot_be_a_path_are_refused_before_any_job(project, given
     proc = snakemake(project, "-n", "--configfile", str(cfg_path), check=False)
     text = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert "results" in text and why in text, text[-3000:]
-    assert "Traceback" not in text
+    assert "results" in text and "without control characters or braces" in text, text[-3000:]
+    assert "Traceback" not in text and not (project / "results").exists()
 
 
 def test_logs_live_under_each_studys_results(project):
