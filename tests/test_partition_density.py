@@ -12,6 +12,7 @@ from conftest import make_spec
 
 from bnstudy import models, partition_bn, partition_maps, training
 from bnstudy import partition_density as pdm
+from bnstudy import partition_polytope as pdp
 from bnstudy.plots import partition_density as pdplots
 
 
@@ -26,6 +27,10 @@ def _net(norm, d_in, depth=2, width=8, slope=0.0, seed=0, bias_init="random", ou
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.normal_(0.0, 0.3)
     return net
+
+
+def _cross(net, centers, radii, directions, **kw):
+    return pdp.crossing_counts(net, pdm.kinked_blocks(net), centers, radii, directions, **kw)
 
 
 def _snapshot(model):
@@ -56,8 +61,8 @@ def test_first_layer_matches_closed_form_and_brute_force(norm, n_vertices):
         frozen = pdm.frozen_copy(net, "train_set", x_train)
         centers = torch.as_tensor(rng.normal(0.0, 1.5, (200, d)), dtype=torch.float32)
         radii = torch.as_tensor(rng.uniform(0.05, 1.0, 200), dtype=torch.float32)
-        v = pdm.frame(d, n_vertices, seed=3)
-        got = pdm.crossing_counts(frozen, centers, radii, v).counts[:, 0].numpy()
+        v = pdp.frame(d, n_vertices, seed=3)
+        got = _cross(frozen, centers, radii, v).counts[:, 0].numpy()
 
         # The first block's pre-activation is affine: h(x) = a * (W x + b - mu) + beta.
         lin, bn = net.features[0].linear, net.features[0].norm
@@ -107,7 +112,7 @@ def test_hand_built_1d_network_breakpoints():
              (2.0, 0.25, 1, 0), (0.0, 1.2, 3, 3)]
     c = torch.tensor([[x] for x, *_ in cases])
     r = torch.tensor([rad for _, rad, *_ in cases])
-    got = pdm.crossing_counts(net.eval(), c, r, pdm.frame(1, 40, 0)).counts.numpy()
+    got = _cross(net.eval(), c, r, pdp.frame(1, 40, 0)).counts.numpy()
     np.testing.assert_array_equal(got, [[a, b] for *_, a, b in cases])
     # (0.5, 0.45): the last neuron's folded hyperplane enters and leaves the interval (roots 0.1
     # and 0.9 both inside): the vertex test cannot see it, as documented.
@@ -144,8 +149,8 @@ def test_random_1d_network_matches_analytic_breakpoints(slope):
         roots = _exact_roots(net, -4.0, 4.0)
         centers = np.linspace(-3, 3, 241)
         r = 0.35
-        got = pdm.crossing_counts(net, torch.tensor(centers[:, None], dtype=torch.float32),
-                                  torch.full((len(centers),), r), pdm.frame(1, 40, 0))
+        got = _cross(net, torch.tensor(centers[:, None], dtype=torch.float32),
+                     torch.full((len(centers),), r), pdp.frame(1, 40, 0))
         assert got.layers == [1, 2, 3] and got.neurons == [6, 6, 6]
         all_roots = np.concatenate([np.concatenate(layer) for layer in roots])
         assert len(all_roots) > 6
@@ -172,17 +177,17 @@ def test_counts_do_not_depend_on_the_batch_of_points(stats):
     net(x_train[:64])  # running buffers that differ from the population statistics
     frozen = pdm.frozen_copy(net, stats, x_train, batch=torch.arange(32))
     centers, radii = torch.randn(50, 3), torch.rand(50) * 0.5 + 0.05
-    v = pdm.frame(3, 6, 0)
-    ref = pdm.crossing_counts(frozen, centers, radii, v).counts
+    v = pdp.frame(3, 6, 0)
+    ref = _cross(frozen, centers, radii, v).counts
     assert ref.sum() > 0
     perm = torch.randperm(50)
     for chunk in (6, 18, 60):  # 1, 3 and 10 points per forward pass
-        alone = pdm.crossing_counts(frozen, centers[perm], radii[perm], v, chunk_rows=chunk)
+        alone = _cross(frozen, centers[perm], radii[perm], v, chunk_rows=chunk)
         assert torch.equal(alone.counts, ref[perm])
     # the same computation without freezing BN (train mode) does depend on the batch
     unfrozen = copy.deepcopy(net).train()
-    big = pdm.crossing_counts(unfrozen, centers, radii, v).counts
-    small = pdm.crossing_counts(unfrozen, centers, radii, v, chunk_rows=12).counts
+    big = _cross(unfrozen, centers, radii, v).counts
+    small = _cross(unfrozen, centers, radii, v, chunk_rows=12).counts
     assert not torch.equal(big, small)
 
 
@@ -221,10 +226,10 @@ def test_conv_network_counts_channels_times_positions(digits):
     snap = _snapshot(net)
     xtr = torch.as_tensor(digits.x_train)
     frozen = pdm.frozen_copy(net, "train_set", xtr)
-    c, r, v = xtr[:12], torch.full((12,), 0.2), pdm.frame(64, 8, 0)
-    whole = pdm.crossing_counts(frozen, c, r, v)
+    c, r, v = xtr[:12], torch.full((12,), 0.2), pdp.frame(64, 8, 0)
+    whole = _cross(frozen, c, r, v)
     assert whole.layers == [1, 2] and whole.neurons == [4 * 64, 6 * 16]
-    assert torch.equal(pdm.crossing_counts(frozen, c, r, v, chunk_rows=8).counts, whole.counts)
+    assert torch.equal(_cross(frozen, c, r, v, chunk_rows=8).counts, whole.counts)
     assert 0 < whole.counts.sum()
     rows = pdm.measure(net, digits, {"n_points": 8, "radii": [0.2]})["partition_density"]
     assert {r["neurons"] for r in rows} == {256, 96, 352}
@@ -251,6 +256,7 @@ def test_run_covers_every_checkpoint_and_is_deterministic(star):
     np.testing.assert_allclose(df["fraction"], df["boundaries"] / df["neurons"])
     assert (df.loc[df["layer"] == "all", "neurons"] == 48).all()
     assert df["applicable"].all() and (df["bn_statistics"] == "train_set").all()
+    assert (df["method"] == "distance").all() and (df["effective_radius"] == df["radius"]).all()
     # a larger radius crosses at least as many boundaries on average
     wide = df.set_index(["step", "point_set", "layer", "radius"])["boundaries"].unstack()
     assert (wide[0.2] >= wide[0.05]).all().all()
@@ -286,11 +292,11 @@ def test_non_finite_preactivations_count_as_nan(star):
 
 
 def test_frame_is_a_seeded_orthonormal_frame():
-    v = pdm.frame(64, 40, 0)
+    v = pdp.frame(64, 40, 0)
     assert v.shape == (20, 64)
     torch.testing.assert_close(v @ v.T, torch.eye(20), atol=1e-5, rtol=0)
-    assert torch.equal(v, pdm.frame(64, 40, 0)) and not torch.equal(v, pdm.frame(64, 40, 1))
-    assert pdm.frame(2, 40, 0).shape == (2, 2)
+    assert torch.equal(v, pdp.frame(64, 40, 0)) and not torch.equal(v, pdp.frame(64, 40, 1))
+    assert pdp.frame(2, 40, 0).shape == (2, 2)
 
 
 @pytest.mark.parametrize("options, match", [

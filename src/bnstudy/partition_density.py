@@ -2,41 +2,52 @@
 
 A ReLU/leaky-ReLU network is a continuous piecewise-affine spline; its input-space partition
 boundary is the union of the folded hyperplanes ``F_{l,k} = {x : h_{l,k}(x) = 0}``, one per hidden
-neuron, where ``h_{l,k}`` is the neuron's pre-activation (after the normalizer, before the
-activation; BN-Explained eqs. (10)-(11)). BN-Explained §3.3 (Figs. 3-4) measures how densely these
-boundaries concentrate around a point by counting the folded hyperplanes passing through an
-epsilon-ball centred on it. This module measures that concentration as follows:
+unit, where ``h_{l,k}`` is the unit's pre-activation (after the normalizer, before the activation;
+BN-Explained eqs. (10)-(11)). BN-Explained §3.3 (Figs. 3-4) measures how densely these boundaries
+concentrate around a point by counting the folded hyperplanes passing through an epsilon-ball of
+radius ``r`` centred on it. A unit is one element of a block's pre-activation: a neuron of a fully
+connected layer, one output channel at one spatial position of a conv layer; a layer is a block
+whose activation has a kink at 0 (ReLU, leaky-ReLU with slope != 1); max-pooling kinks and the
+linear head are not counted. The count is per unit (folded hyperplane ``F_{l,k}``), not per facet
+``F_{l,k,omega}`` as in the paper's Fig. 3 wording. Two methods (``method``, recorded per row):
 
-- Neighbourhood: the cross-polytope of radius ``r`` around ``x`` with the ``2k`` vertices
-  ``x +- r v_j`` along a fixed orthonormal frame ``v_1..v_k``, ``k = min(n_vertices / 2, D)``
-  (``D`` the input dimension; ``n_vertices`` defaults to 40). The frame is the Q factor (signs fixed
-  by diag(R) > 0) of a ``D x k`` standard Gaussian drawn from ``seed``; it depends only on ``D``
-  and ``seed``, so every point, checkpoint, normalizer and seed of a dataset shares it. When
-  ``k < D`` the polytope is a ``k``-dimensional slice through ``x``. The paper's epsilon-ball
-  contains the polytope (its vertices lie on the sphere), so the counts are lower bounds of it.
-- Count: one batched forward pass over all vertices of all points with a hook on every
-  pre-activation (``block.norm``'s output); a neuron counts at ``x`` when its pre-activation takes
-  both strictly positive and strictly negative values over the vertices (a vertex exactly on the
-  boundary does not make a crossing). For a first-layer neuron the pre-activation is affine, so the
-  test is exact: its hyperplane meets the polytope's interior iff ``|h(x)| < r max_j |h(x + v_j) -
-  h(x)|``. For deeper neurons the pre-activation is only piecewise affine over the polytope, so the
-  vertex test counts a neuron when its zero set separates vertices; a folded hyperplane that enters
-  and leaves the polytope between the same vertices is missed (along a line: an even number of
-  crossings). The count is per neuron (folded hyperplane ``F_{l,k}``), not per facet
-  ``F_{l,k,omega}`` as in the paper's Fig. 3 wording. Only blocks whose activation has a kink at 0
-  (ReLU, leaky-ReLU with slope != 1) are counted; max-pooling kinks and the linear head are not.
-  A network without such blocks (the deep linear network) has no partition: its rows say
+- ``distance`` (default): a unit counts at ``x`` when ``|h(x)| < r ||grad_x h(x)||``, i.e. the
+  distance ``|h(x)| / ||grad_x h(x)||`` from ``x`` to the zero set of the unit's local affine piece
+  is below ``r`` (:mod:`bnstudy.partition_distance`; exact gradients by forward-mode AD, one pass
+  over ``points x D`` rows, all radii from the same pass). For a first-layer unit (affine once BN
+  is frozen) this is exactly "its hyperplane crosses the epsilon-ball of radius ``r``", in any
+  input dimension ``D``. For deeper units it is exact while the boundary stays in the region where
+  the network is affine around ``x``, and a first-order estimate beyond it (the folded hyperplane
+  bends where it meets earlier boundaries). A unit with a zero gradient never counts.
+- ``polytope``: the cross-polytope of radius ``r`` with the ``2k`` vertices ``x +- r v_j`` along a
+  fixed orthonormal frame ``v_1..v_k``, ``k = min(n_vertices / 2, D)`` (the Q factor, signs fixed
+  by diag(R) > 0, of a ``D x k`` standard Gaussian drawn from ``seed``; the same frame for every
+  point, checkpoint and run of a dataset). A unit counts when its pre-activation takes both
+  strictly positive and strictly negative values over the vertices (one forward pass over all
+  vertices). For a first-layer unit the test is ``|h(x)| < r max_j |grad h . v_j|``: the
+  epsilon-ball of radius ``r max_j |grad h . v_j| / ||grad h||``, which shrinks with ``D``
+  (about 0.9 r for D = 2, 0.27 r for 64-D digits with 20 directions, 0.04 r for CIFAR's 3072).
+  A deeper folded hyperplane that enters and leaves the polytope between the same vertices is
+  missed (along a line: an even number of crossings).
+- ``effective_radius``: the epsilon-ball radius the count stands for: ``r`` for ``distance``;
+  for ``polytope`` ``r`` times the mean over the first kinked layer's units of
+  ``max_j |grad h . v_j| / ||grad h||``, the gradient taken at the training inputs' mean (exact
+  for an affine first layer).
+- A network without kinked layers (the deep linear network) has no partition: its rows say
   ``applicable = False`` with NaN values.
 - Reported per layer (1-based block index) and in total (``layer = "all"``) as the mean count per
   point (``boundaries``), its standard deviation over points (``boundaries_std``, ddof=1) and
   ``fraction`` = mean count / the layer's number of neurons (units, or channels x positions for
   conv layers). A point whose pre-activations are not finite (a diverging run) counts as NaN.
+  ``n_directions``: the polytope's ``k`` directions, or ``D`` for ``distance`` (the whole
+  gradient).
 - Point sets (``n_points`` each, default 100 as in the paper's Fig. 4; drawn from
   ``numpy.random.default_rng([seed, set index])``, identical for every checkpoint and run):
   ``train`` and ``test`` are random subsets without replacement (all points if fewer);
   ``random`` points are Gaussian with the training data's per-feature mean and standard deviation
   (ddof=0), the paper's "random images scaled to the same mean and variance". Radii are absolute
-  distances in input units, one list for all point sets.
+  distances in input units (the data as the dataset kind gives them), one list for all point
+  sets.
 - BN statistics (``bn_statistics``, recorded per row; ``"n/a"`` for networks without BatchNorm):
   ``train_set`` (default; the paper's "BN statistics are obtained from the full training set"):
   the mean and biased variance of every BN layer's input over the whole training set at the
@@ -44,9 +55,9 @@ epsilon-ball centred on it. This module measures that concentration as follows:
   their own full-set statistics (a full-batch train-mode pass), then frozen as a fixed affine map;
   ``batch``: the same over the step's recorded mini-batch; ``running``: the stored running
   buffers (eval mode). Freezing makes the network one fixed function of its input, so the counts do
-  not depend on which points share a forward pass. LayerNorm/GroupNorm normalize each vertex by its
-  own statistics, so their pre-activations are not piecewise affine in ``x``; the vertex test is
-  applied unchanged.
+  not depend on which points share a forward pass. LayerNorm/GroupNorm normalize each input by its
+  own statistics, so their pre-activations are not piecewise affine in ``x``; both tests are
+  applied unchanged (the distance is then a first-order estimate even in the first layer).
 - At every checkpoint of the run (step 0 is the initialization). For 2-D inputs also a map over a
   ``map_resolution`` x ``map_resolution`` grid covering the train and test data (see
   :mod:`bnstudy.partition_maps`).
@@ -65,22 +76,25 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import models, partition_maps
+from . import models, partition_distance, partition_maps
 from .normalizers import batchnorm_modules
 from .options import checked as checked_options
 from .options import tuples
 from .partition_bn import BN_STATISTICS, frozen_copy
+from .partition_polytope import crossing_counts, frame
 from .training import build
 
 log = logging.getLogger("bnstudy")
 
 POINT_SETS = ("train", "test", "random")
+METHODS = ("distance", "polytope")
 NO_BN = "n/a"
 
 
 @dataclass(frozen=True)
 class Options:
     radii: tuple = (0.01, 0.03, 0.1)
+    method: str = "distance"
     n_vertices: int = 40
     n_points: int = 100
     point_sets: tuple = POINT_SETS
@@ -114,6 +128,8 @@ class Options:
         wrong = [s for s in self.point_sets if s not in POINT_SETS]
         if not self.point_sets or wrong or len(set(self.point_sets)) != len(self.point_sets):
             bad("point_sets", f"need distinct names among valid choices {list(POINT_SETS)}")
+        if self.method not in METHODS:
+            bad("method", f"valid choices: {list(METHODS)}")
         if self.bn_statistics not in BN_STATISTICS:
             bad("bn_statistics", f"valid choices: {list(BN_STATISTICS)}")
         if not isinstance(self.maps, bool):
@@ -130,15 +146,6 @@ def _positive(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
 
 
-def frame(dim: int, n_vertices: int, seed: int) -> torch.Tensor:
-    """The ``(k, dim)`` orthonormal frame, ``k = min(n_vertices // 2, dim)``, from ``seed``."""
-    k = min(n_vertices // 2, dim)
-    g = torch.randn(dim, k, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    q, r = torch.linalg.qr(g)
-    q = q * torch.sign(torch.diagonal(r))
-    return q.T.contiguous().float()
-
-
 def kinked_blocks(model: nn.Module) -> list[tuple[int, models.Block]]:
     """(1-based layer index, block) of every block whose activation folds the input at 0."""
     out = []
@@ -152,57 +159,6 @@ def kinked_blocks(model: nn.Module) -> list[tuple[int, models.Block]]:
             raise ValueError(f"partition density needs piecewise-linear activations with a kink "
                              f"at 0 (ReLU, LeakyReLU) or identity; layer {i} has {act!r}")
     return out
-
-
-@dataclass
-class Counts:
-    counts: torch.Tensor  # (points, layers) float, NaN where pre-activations are not finite
-    layers: list[int]  # 1-based block index of each column
-    neurons: list[int]  # neurons per layer
-    forwards: int  # forward passes made
-    rows: int  # vertices evaluated
-
-
-@torch.no_grad()
-def crossing_counts(net: nn.Module, centers: torch.Tensor, radii: torch.Tensor,
-                    directions: torch.Tensor, chunk_rows: int = 65536) -> Counts:
-    """Per center and kinked layer of ``net``, the neurons whose pre-activation changes sign over
-    the vertices ``centers[i] +- radii[i] * directions[j]``. ``net`` is used as given (freeze it
-    first); hooks are removed afterwards."""
-    layers = kinked_blocks(net)
-    if not layers:
-        raise ValueError("the network has no layer with a kinked activation: no partition")
-    signs = torch.cat([directions, -directions]).to(centers.device)
-    nv = len(signs)
-    per = max(1, chunk_rows // nv)
-    state: dict = {"counts": [None] * len(layers), "neurons": [0] * len(layers)}
-
-    def hook(j):
-        def f(module, inp, h):
-            h = h.reshape(state["n"], nv, -1)
-            hi, lo = h.amax(1), h.amin(1)
-            count = ((hi > 0) & (lo < 0)).sum(1).float()
-            # NaN/inf anywhere in a point's vertices makes this sum non-finite (float64: finite
-            # float32 values cannot overflow it); cheaper than isfinite over (points, neurons)
-            spread = (hi.double() - lo.double()).sum(1)
-            count[~torch.isfinite(spread)] = float("nan")
-            state["counts"][j], state["neurons"][j] = count, h.shape[2]
-        return f
-
-    handles = [b.norm.register_forward_hook(hook(j)) for j, (_, b) in enumerate(layers)]
-    out = torch.empty(len(centers), len(layers))
-    forwards = 0
-    try:
-        for i in range(0, len(centers), per):
-            c, r = centers[i: i + per], radii[i: i + per]
-            state["n"] = len(c)
-            net((c[:, None, :] + r[:, None, None] * signs[None]).reshape(-1, c.shape[1]))
-            forwards += 1
-            out[i: i + len(c)] = torch.stack(state["counts"], 1).cpu()
-    finally:
-        for h in handles:
-            h.remove()
-    return Counts(out, [i for i, _ in layers], state["neurons"], forwards, len(centers) * nv)
 
 
 def point_sets(ds, opts: Options) -> dict[str, np.ndarray]:
@@ -223,6 +179,47 @@ def point_sets(ds, opts: Options) -> dict[str, np.ndarray]:
     return out
 
 
+def count_blocks(net: nn.Module, opts: Options, sets: dict, grid, directions: torch.Tensor,
+                 dev):
+    """Per-layer counts of every (point set, radius) block ``(points, layers)`` and of the map
+    grid (or None), the layers, their units and the passes/rows made, by ``opts.method``."""
+    layers = kinked_blocks(net)
+    blocks, maps = {}, None
+    if opts.method == "distance":
+        norms = [b.norm for _, b in layers]
+        stats: dict = {}
+        x = torch.as_tensor(np.concatenate([sets[s] for s in opts.point_sets]), device=dev)
+        counts, neurons = partition_distance.distance_counts(net, norms, x, opts.radii,
+                                                             opts.chunk_rows, stats)
+        start = 0
+        for s in opts.point_sets:
+            n = len(sets[s])
+            for i, r in enumerate(opts.radii):
+                blocks[(s, float(r))] = counts[start: start + n, i]
+            start += n
+        if grid is not None:
+            maps = partition_distance.distance_counts(
+                net, norms, torch.as_tensor(grid, device=dev), [opts.map_radius],
+                opts.chunk_rows, stats)[0][:, 0]
+        return blocks, maps, [i for i, _ in layers], neurons, stats["forwards"], stats["rows"]
+    centers = [sets[s] for s in opts.point_sets for _ in opts.radii]
+    radii = [np.full(len(sets[s]), r, dtype=np.float32) for s in opts.point_sets
+             for r in opts.radii]
+    if grid is not None:
+        centers.append(grid)
+        radii.append(np.full(len(grid), opts.map_radius, dtype=np.float32))
+    c = crossing_counts(net, layers, torch.as_tensor(np.concatenate(centers), device=dev),
+                        torch.as_tensor(np.concatenate(radii), device=dev), directions,
+                        opts.chunk_rows)
+    start = 0
+    for s in opts.point_sets:
+        for r in opts.radii:
+            blocks[(s, float(r))] = c.counts[start: start + len(sets[s])]
+            start += len(sets[s])
+    maps = None if grid is None else c.counts[start:]
+    return blocks, maps, c.layers, c.neurons, c.forwards, c.rows
+
+
 def measure(model: nn.Module, ds, options: dict | Options | None = None,
             batch: torch.Tensor | None = None) -> dict[str, list[dict]]:
     """Partition density of ``model`` (one checkpoint) on ``ds``; ``batch``: the step's batch
@@ -233,50 +230,48 @@ def measure(model: nn.Module, ds, options: dict | Options | None = None,
     has_bn = bool(batchnorm_modules(model))
     stats = opts.bn_statistics if has_bn else NO_BN
     sets = point_sets(ds, opts)
+    method = {"method": opts.method, "bn_statistics": stats}
     if not kinked_blocks(model):
         nan = float("nan")
         return {"partition_density": [
             {"layer": "all", "layer_index": 0, "point_set": s, "radius": float(r),
-             "boundaries": nan, "boundaries_std": nan, "fraction": nan, "neurons": 0,
-             "n_points": len(sets[s]), "n_directions": 0, "bn_statistics": stats,
+             "effective_radius": nan, "boundaries": nan, "boundaries_std": nan, "fraction": nan,
+             "neurons": 0, "n_points": len(sets[s]), "n_directions": 0, **method,
              "applicable": False} for s in opts.point_sets for r in opts.radii],
             "partition_density_maps": []}
     xtr = torch.as_tensor(ds.x_train, device=dev).reshape(len(ds.x_train), -1)
     net = frozen_copy(model, opts.bn_statistics, xtr, batch, opts.chunk_rows)
     directions = frame(xtr.shape[1], opts.n_vertices, opts.seed).to(dev)
-    centers, radii, index = [], [], []
-    for s in opts.point_sets:
-        for r in opts.radii:
-            centers.append(sets[s])
-            radii.append(np.full(len(sets[s]), r, dtype=np.float32))
-            index.append((s, float(r), len(sets[s])))
     grid = None
     if opts.maps and xtr.shape[1] == 2:
         grid = partition_maps.grid(ds, opts.map_resolution, opts.map_margin)
-        centers.append(grid)
-        radii.append(np.full(len(grid), opts.map_radius, dtype=np.float32))
-    c = crossing_counts(net, torch.as_tensor(np.concatenate(centers), device=dev),
-                        torch.as_tensor(np.concatenate(radii), device=dev), directions,
-                        opts.chunk_rows)
-    rows, start = [], 0
-    total = sum(c.neurons)
-    for s, r, n in index:
-        block = c.counts[start: start + n].double()
-        start += n
-        cols = [(str(li), li, block[:, j], c.neurons[j]) for j, li in enumerate(c.layers)]
+    blocks, map_counts, layers, neurons, forwards, nrows = count_blocks(net, opts, sets, grid,
+                                                                  directions, dev)
+    if opts.method == "distance":
+        shrink, n_dir = 1.0, xtr.shape[1]
+    else:
+        shrink = partition_distance.polytope_shrink(
+            net, kinked_blocks(net)[0][1].norm, xtr.mean(0, keepdim=True), directions,
+            opts.chunk_rows)
+        n_dir = len(directions)
+    rows = []
+    total = sum(neurons)
+    for (s, r), block in blocks.items():
+        block, n = block.double(), len(block)
+        cols = [(str(li), li, block[:, j], neurons[j]) for j, li in enumerate(layers)]
         cols.append(("all", 0, block.sum(1), total))
-        for name, li, v, neurons in cols:
+        for name, li, v, units in cols:
             mean = float(v.mean())
             rows.append({"layer": name, "layer_index": li, "point_set": s, "radius": r,
-                         "boundaries": mean,
+                         "effective_radius": r * shrink, "boundaries": mean,
                          "boundaries_std": float(v.std()) if n > 1 else float("nan"),
-                         "fraction": mean / neurons, "neurons": neurons, "n_points": n,
-                         "n_directions": len(directions), "bn_statistics": stats,
-                         "applicable": True})
+                         "fraction": mean / units, "neurons": units, "n_points": n,
+                         "n_directions": n_dir, **method, "applicable": True})
     maps = [] if grid is None else partition_maps.map_rows(
-        grid, c.counts[start:].numpy(), c.layers, opts.map_radius, stats)
-    log.info("partition_density: %d forward pass(es) over %d vertex rows (floor: 1 pass), "
-             "%d layers, %.2fs", c.forwards, c.rows, len(c.layers), time.perf_counter() - t0)
+        grid, map_counts.numpy(), layers, opts.map_radius, stats, opts.method,
+        opts.map_radius * shrink)
+    log.info("partition_density (%s): %d forward pass(es) over %d rows, %d layers, %.2fs",
+             opts.method, forwards, nrows, len(layers), time.perf_counter() - t0)
     return {"partition_density": rows, "partition_density_maps": maps}
 
 

@@ -1,10 +1,11 @@
 """2-D partition-density maps (BN-Explained Fig. 3): the density over a grid covering the data.
 
 For datasets with 2-D inputs, :func:`bnstudy.partition_density.measure` also counts, at every
-point of a ``resolution x resolution`` grid, the neurons whose pre-activation changes sign over
-the cross-polytope of radius ``map_radius`` around the point (the same frame, BN statistics and
-forward pass as the point sets). The grid spans the bounding box of the train and test inputs,
-widened on each side by ``margin`` times the box's extent along that axis.
+point of a ``resolution x resolution`` grid, the units whose boundary crosses the neighbourhood of
+radius ``map_radius`` around the point, with the same method, BN statistics and frame as the
+point sets (``method`` and ``effective_radius`` columns, as in the point-set table). The grid
+spans the bounding box of the train and test inputs, widened on each side by ``margin`` times the
+box's extent along that axis.
 
 Each grid point gets one row per layer group: ``first`` (the first kinked layer), ``middle`` (the
 kinked layer at position ``(L - 1) // 2``, 0-based, of the ``L`` kinked layers: the exact middle
@@ -43,7 +44,7 @@ def groups(layers: list[int]) -> dict[str, list[int]]:
 
 
 def map_rows(points: np.ndarray, counts: np.ndarray, layers: list[int], radius: float,
-             bn_statistics: str) -> list[dict]:
+             bn_statistics: str, method: str, effective_radius: float) -> list[dict]:
     """Rows (group, layer_index, x0, x1, boundaries, ...) for grid ``points`` and per-layer
     ``counts`` of shape ``(len(points), len(layers))``; ``layer_index`` 0 means all layers."""
     rows = []
@@ -51,8 +52,10 @@ def map_rows(points: np.ndarray, counts: np.ndarray, layers: list[int], radius: 
         values = counts[:, cols].sum(1)
         layer_index = 0 if name == "all" else layers[cols[0]]
         rows += [{"group": name, "layer_index": layer_index, "x0": float(p[0]), "x1": float(p[1]),
-                  "boundaries": float(v), "radius": float(radius), "bn_statistics": bn_statistics,
-                  "label": float("nan")} for p, v in zip(points, values, strict=True)]
+                  "boundaries": float(v), "radius": float(radius),
+                  "effective_radius": float(effective_radius), "method": method,
+                  "bn_statistics": bn_statistics, "label": float("nan")}
+                 for p, v in zip(points, values, strict=True)]
     return rows
 
 
@@ -62,4 +65,5 @@ def data_rows(ds, step: int) -> list[dict]:
     y = np.asarray(ds.y_train, dtype=float).reshape(len(x), -1)[:, 0]
     return [{"step": step, "group": "data", "layer_index": -1, "x0": float(p[0]),
              "x1": float(p[1]), "boundaries": float("nan"), "radius": float("nan"),
-             "bn_statistics": "n/a", "label": float(v)} for p, v in zip(x, y, strict=True)]
+             "effective_radius": float("nan"), "method": "n/a", "bn_statistics": "n/a",
+             "label": float(v)} for p, v in zip(x, y, strict=True)]
