@@ -59,3 +59,15 @@ def test_where_names_the_curve_and_an_implementation_check():
     md = lm.table(pd.DataFrame([row, luo]))
     assert "dln: batchnorm vs none (implementation check)" in md
     assert "dln: batchnorm vs none (zeta = 1/(2M))" in md
+
+
+def test_ledger_verb_rewrites_the_readme_blocks(tmp_path, capsys):
+    from bnstudy import cli
+
+    _ledger(tmp_path, "a", ROWS)
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- ledger: results/a -->\nold\n<!-- /ledger -->\n")
+    assert cli.main(["ledger", "--readme", str(readme), str(tmp_path / "results" / "a")]) == 0
+    assert "old" not in readme.read_text() and "`ics_grad`" in readme.read_text()
+    assert "`dannemann`" in capsys.readouterr().out
+    assert cli.main(["ledger", str(tmp_path / "results" / "missing")]) == 2

@@ -215,6 +215,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.set_defaults(func=cmd_claims)
 
+    s = sub.add_parser("ledger", help="print a study's claims ledger as Markdown, or rewrite "
+                       "the ledger blocks of a Markdown file (the README) from the ledgers")
+    s.add_argument("results", nargs="*", help="results directories whose ledgers to print")
+    s.add_argument("--readme", help="Markdown file whose <!-- ledger: DIR --> blocks to rewrite")
+    s.set_defaults(func=cmd_ledger)
+
     s = sub.add_parser("aggregate", help="concatenate every run's per-run table into one table")
     s.add_argument("--results", required=True, help="the results directory")
     s.add_argument("--name", required=True, help="the per-run file, e.g. history.parquet")
@@ -238,6 +244,16 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.set_defaults(func=cmd_report)
     return p
+
+
+def cmd_ledger(a) -> None:
+    from . import ledger_markdown
+
+    if a.readme:
+        n = ledger_markdown.rewrite_file(a.readme)
+        log.info("%s: %d ledger block(s) regenerated", a.readme, n)
+    for d in a.results:
+        print(f"## {d}\n\n{ledger_markdown.table(ledger_markdown.read(d))}")
 
 
 def main(argv: list[str] | None = None) -> int:
