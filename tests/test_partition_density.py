@@ -273,6 +273,15 @@ def test_non_2d_data_has_no_maps_and_no_bn_is_recorded(linear_ds):
     assert {r["bn_statistics"] for r in out["partition_density"]} == {pdm.NO_BN}
 
 
+@pytest.mark.parametrize("norm", ["l2norm", "linfnorm", "ghost_batchnorm", "batchnorm"])
+def test_every_batch_statistics_normalizer_records_its_statistics(linear_ds, norm):
+    """l_p norms normalize with batch statistics too: their rows name the statistics used, not
+    n/a (the frozen copy takes their population statistics, partition_bn)."""
+    net = _net(norm, 4, depth=2, width=8, out=4)
+    out = pdm.measure(net, linear_ds, {"n_points": 10, "bn_statistics": "train_set"})
+    assert {r["bn_statistics"] for r in out["partition_density"]} == {"train_set"}
+
+
 def test_linear_network_is_not_applicable(linear_ds):
     torch.manual_seed(0)
     net = models.build_model({"arch": "dln", "depth": 3}, "batchnorm", (4,), 4)

@@ -77,7 +77,7 @@ import torch
 from torch import nn
 
 from . import models, partition_distance, partition_maps
-from .normalizers import batchnorm_modules
+from .normalizers import batch_statistics_layers
 from .options import checked as checked_options
 from .options import tuples
 from .partition_bn import BN_STATISTICS, frozen_copy
@@ -227,7 +227,7 @@ def measure(model: nn.Module, ds, options: dict | Options | None = None,
     opts = options if isinstance(options, Options) else Options.from_dict(options)
     t0 = time.perf_counter()
     dev = next(model.parameters()).device
-    has_bn = bool(batchnorm_modules(model))
+    has_bn = bool(batch_statistics_layers(model))
     stats = opts.bn_statistics if has_bn else NO_BN
     sets = point_sets(ds, opts)
     method = {"method": opts.method, "bn_statistics": stats}
