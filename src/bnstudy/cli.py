@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import sys
+import textwrap
 import time
 
 log = logging.getLogger("bnstudy")
@@ -162,10 +163,54 @@ def cmd_report(a) -> None:
     report.build(a.config, a.tables, a.figures, a.out)
 
 
+def registries() -> dict[str, dict[str, str]]:
+    """What a config may name, per registry: name -> one-line description."""
+    from . import analyses, data, measures, models, normalizers, plots
+
+    plots.load_all()
+    return {
+        "normalizers": {n: r.description for n, r in sorted(normalizers.REGISTRY.items())},
+        "measures": {n: "tables: " + ", ".join(m.tables) + (
+            f"; dataset kinds: {', '.join(m.dataset_kinds)}" if m.dataset_kinds else "")
+            for n, m in sorted(measures.REGISTRY.items())},
+        "datasets": {k: ", ".join(f"{o}" for o in data.OPTIONS[k]) for k in data.kinds()},
+        "architectures": {a: "" for a in models.ARCHS},
+        "analyses": {n: "" for n in sorted(analyses.REGISTRY)},
+        "figures": {n: textwrap.shorten(f.caption, 100, placeholder=" ...")
+                    for n, f in sorted(plots.FAMILIES.items())},
+    }
+
+
+def cmd_list(a) -> None:
+    for what, entries in registries().items():
+        if a.what not in ("all", what):
+            continue
+        print(f"{what}:")
+        for name, text in entries.items():
+            print(f"  {name:26s} {text}".rstrip())
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bnstudy")
+    except PackageNotFoundError:  # run from a source tree without installing
+        return "unknown (not installed)"
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bnstudy", description=__doc__)
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true", help="log debug messages too")
+    p.add_argument("--version", action="version", version=f"bnstudy {_version()}")
     sub = p.add_subparsers(dest="verb", required=True)
+
+    s = sub.add_parser("list", help="what a config can name: normalizers, measures, dataset "
+                       "kinds (with their options), architectures, analyses, figures")
+    s.add_argument("what", nargs="?", default="all", choices=["all", "normalizers", "measures",
+                   "datasets", "architectures", "analyses", "figures"],
+                   help="one registry (default: all)")
+    s.set_defaults(func=cmd_list)
 
     s = sub.add_parser("check", help="check study config files as the workflow does, no job")
     s.add_argument("configfiles", nargs="*", help="config files, merged in order "
