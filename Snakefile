@@ -12,15 +12,20 @@ min_version("9.0")
 
 # The default study, unless --configfile names another: a study file replaces it whole
 # (Snakemake would otherwise merge the two, mixing their experiments). Each config file is read
-# again strictly (duplicate keys, YAML errors with line and column), then the merged config is
-# checked completely (bnstudy.study): a bad config ends the run before any job, with one short
-# message. A CUDA device is checked here only when jobs run on this machine.
-study.or_exit(study.check_files, workflow.overwrite_configfiles or ["config/config.yaml"])
+# again strictly (duplicate keys, YAML errors with line and column) with its `extends:` chain,
+# --config overrides merged in and the sweeps expanded (bnstudy.study.load); that flat config
+# replaces Snakemake's own reading and is checked completely (bnstudy.study): a bad config ends
+# the run before any job, with one short message. A CUDA device is checked here only when jobs
+# run on this machine.
+_flat = study.or_exit(study.load, workflow.overwrite_configfiles or ["config/config.yaml"],
+                      workflow.config_settings.config)
 if not workflow.overwrite_configfiles:
 
     configfile: "config/config.yaml"
 
 
+config.clear()
+config.update(_flat)
 study.or_exit(study.check, config, local=workflow.local_exec,
               schema=Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
 

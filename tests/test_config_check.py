@@ -251,7 +251,7 @@ def test_missing_config_file_is_named(tmp_path):
                                   *sorted(f"config/studies/{p.name}"
                                           for p in (REPO / "config/studies").glob("*.yaml"))])
 def test_shipped_configs_pass(path):
-    study.check(study.read_yaml(REPO / path), local=False)
+    study.check(study.load([REPO / path]), local=False)  # extends: and sweeps expanded
 
 
 @pytest.mark.parametrize("kind, options", [

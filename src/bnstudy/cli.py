@@ -39,7 +39,7 @@ def cmd_check(a) -> None:
     from . import study
 
     files = a.configfiles or ["config/config.yaml"]
-    cfg = study.check(study.merged(study.check_files(files)), local=not a.cluster)
+    cfg = study.check(study.load(files), local=not a.cluster)
     runs = sum(len(e["norms"]) * len(e["seeds"]) for e in cfg["experiments"].values())
     print(f"{', '.join(map(str, files))}: config OK ({len(cfg['experiments'])} experiments, "
           f"{runs} training runs)")
@@ -213,8 +213,8 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_list)
 
     s = sub.add_parser("check", help="check study config files as the workflow does, no job")
-    s.add_argument("configfiles", nargs="*", help="config files, merged in order "
-                   "(default config/config.yaml)")
+    s.add_argument("configfiles", nargs="*", help="config files (each with its "
+                   "extends: chain), merged in order, sweeps expanded (default config/config.yaml)")
     s.add_argument("--cluster", action="store_true",
                    help="jobs run elsewhere: do not require a CUDA device on this machine")
     s.set_defaults(func=cmd_check)

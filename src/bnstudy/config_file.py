@@ -75,6 +75,59 @@ def check_files(paths) -> list[dict]:
     return [read_yaml(p) for p in paths]
 
 
+# -- extends: -----------------------------------------------------------------------------------
+
+def overlay(base: dict, over: dict) -> dict:
+    """``over`` laid on ``base`` as ``extends:`` does (neither is changed): mappings merge key by
+    key, recursively; a list or scalar replaces the base's value whole; ``null`` deletes the
+    base's key (so ``extends:`` cannot set a value to null: give that in the base file). Keys
+    keep the base's order; a key the base lacks goes after the key before it in ``over`` (before
+    the key after it when none before it is the base's; at the end when ``over`` names no key
+    of the base), so an empty mapping ``{}`` can name a key only to place a new one."""
+    keys = list(base)
+    order = list(over)
+    for i, k in enumerate(order):
+        if k in keys or over[k] is None:
+            continue
+        before = [keys.index(o) + 1 for o in reversed(order[:i]) if o in keys]
+        after = [keys.index(o) for o in order[i + 1:] if o in keys]
+        keys.insert((before or after or [len(keys)])[0], k)
+    out = {}
+    for k in keys:
+        v = over.get(k, base.get(k))
+        if k in over and v is None:
+            continue
+        if k in over and isinstance(v, dict):
+            v = overlay(base[k] if isinstance(base.get(k), dict) else {}, v)
+        out[k] = v
+    return out
+
+
+def read_study(path: str | Path, _chain: tuple = ()) -> dict:
+    """A config file read strictly, with its ``extends: <file>`` chain resolved: the named file
+    (relative to the extending file's folder) is read the same way and this file laid over it
+    (:func:`overlay`). A missing file, a cycle or a bad ``extends`` value is a ConfigError
+    naming the file and key."""
+    path = Path(path)
+    cfg = read_yaml(path)
+    if "extends" not in cfg:
+        return cfg
+    ext = cfg.pop("extends")
+    if not isinstance(ext, str) or not ext.strip():
+        fail("", f"{path}: extends: got {ext!r}; allowed: the path of another study file, "
+                 "relative to this file's folder")
+    target = (path.parent / ext).resolve()
+    chain = (*_chain, path.resolve())
+    if target in chain:
+        fail("", f"{path}: extends: {ext!r} is a cycle ("
+                 + " -> ".join(map(str, (*chain, target))) + "); allowed: a file that does not "
+                 "extend this one, directly or not")
+    if not target.is_file():
+        fail("", f"{path}: extends: {ext!r}: {str(target)!r} does not exist; allowed: the path "
+                 "of another study file, relative to this file's folder")
+    return overlay(read_study(target, chain), cfg)
+
+
 # -- the JSON schema ----------------------------------------------------------------------------
 
 def _key_path(parts) -> str:

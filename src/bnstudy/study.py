@@ -9,9 +9,10 @@ shape, ICS layer indices against its layers, the device and the results director
 failure is a :class:`ConfigError` of one short paragraph: the key path, the bad value and what
 is allowed.
 
-The Snakefile calls :func:`check_files` and :func:`check` (through :func:`or_exit`, which prints
-the message and exits 1 without a traceback); ``python -m bnstudy check FILE...`` does the same
-from the command line.
+The Snakefile calls :func:`load` (the files read strictly, ``extends:`` chains resolved, sweeps
+expanded into the flat form: :mod:`bnstudy.sweeps`) and :func:`check` on the result (through
+:func:`or_exit`, which prints the message and exits 1 without a traceback);
+``python -m bnstudy check FILE...`` does the same from the command line.
 """
 
 from __future__ import annotations
@@ -25,11 +26,23 @@ from .config_file import (  # noqa: F401 (re-exported: the config API in one pla
     fail,
     merged,
     or_exit,
+    overlay,
+    read_study,
     read_yaml,
     validate_schema,
 )
 
 RESERVED_EXPERIMENTS = ("study",)  # figures/study/ holds the study-wide figures
+
+
+def load(paths, overrides: dict | None = None) -> dict:
+    """The flat config of study files: each read strictly with its ``extends:`` chain
+    (:func:`read_study`), merged in order as Snakemake merges ``--configfile`` files, then
+    ``overrides`` (Snakemake's ``--config``) merged in, then the sweeps expanded
+    (:func:`bnstudy.sweeps.expand`)."""
+    from . import sweeps
+
+    return sweeps.expand(merged([*(read_study(p) for p in paths), dict(overrides or {})]))
 
 
 # -- what the schema cannot say --------------------------------------------------------------

@@ -1,0 +1,211 @@
+"""Sweeps, ``where:`` filters and ``extends:`` in study configs (bnstudy.sweeps,
+bnstudy.config_file.read_study, bnstudy.study.load)."""
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from bnstudy import cli, study, sweeps
+from bnstudy.config_file import ConfigError, overlay, read_study
+
+ROOT = Path(__file__).resolve().parents[1]
+FROZEN = Path(__file__).parent / "data" / "expansions"
+STUDIES = ["config/config.yaml", *sorted(f"config/studies/{p.name}"
+                                          for p in (ROOT / "config" / "studies").glob("*.yaml"))]
+
+
+def _json(cfg):
+    return json.dumps(cfg, sort_keys=True)
+
+
+# -- the shipped studies expand to the flat configs they replaced --------------------------------
+
+def test_every_shipped_study_has_a_frozen_expansion():
+    assert sorted(p.stem for p in FROZEN.glob("*.json")) == sorted(Path(s).stem for s in STUDIES)
+
+
+@pytest.mark.parametrize("path", STUDIES)
+def test_shipped_study_expands_to_its_frozen_flat_form(path):
+    """tests/data/expansions/*.json: each file as the loader before sweeps read it (flat YAML),
+    frozen before luo.yaml and the *_paper.yaml files were rewritten with sweeps/extends."""
+    frozen = json.loads((FROZEN / f"{Path(path).stem}.json").read_text())
+    flat = study.load([ROOT / path])
+    assert _json(flat) == _json(frozen)
+    for section in sweeps.SECTIONS:  # and the entries in the same order (figures, report)
+        assert list(flat[section]) == list(frozen[section])
+
+
+def test_luo_expansion_keeps_names_order_and_types():
+    cfg = study.load([ROOT / "config/studies/luo.yaml"])
+    assert list(cfg["datasets"])[:4] == ["ts_a0p5_d0", "ts_a0p5_d1", "ts_a0p5_d2", "ts_a1_d0"]
+    assert list(cfg["experiments"])[:4] == ["a0p5_d0_gd", "a0p5_d0_sgd", "a0p5_d0_wn",
+                                            "a0p5_d1_gd"]
+    assert list(cfg["experiments"])[-6:] == ["bs16_d0", "bs16_d1", "bs16_d2",
+                                             "bs128_d0", "bs128_d1", "bs128_d2"]
+    opts = cfg["datasets"]["ts_a2_d0"]["options"]
+    assert opts == {"N": 400, "S": 0.25, "n_test": 2000, "alpha": 2.0, "seed": 0}
+    assert type(opts["alpha"]) is float and type(opts["seed"]) is int
+
+
+# -- sweeps --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value,word", [(0.5, "0p5"), (2.0, "2"), (1, "1"), (-0.25, "m0p25"),
+                                        (1e-05, "1em05"), (True, "true"), ("sgd", "sgd"),
+                                        ([1, 2.5], "1_2p5")])
+def test_fmt_is_filesystem_safe(value, word):
+    assert sweeps.fmt(value) == word
+
+
+def _cfg(**sections):
+    base = {"datasets": {"g": {"kind": "gaussian_linear", "options": {"dim": 4}}},
+            "models": {"m": {"arch": "mlp"}}, "trainings": {"t": {"lr": 0.1, "steps": 5}},
+            "experiments": {"e": {"dataset": "g", "model": "m", "training": "t",
+                                  "norms": ["batchnorm"], "seeds": [0]}}}
+    base.update(sections)
+    return base
+
+
+def test_dataset_sweep_default_names_and_template():
+    cfg = _cfg(datasets={"g": {"kind": "gaussian_linear", "options": {"dim": 4},
+                               "sweep": {"seed": [0, 1], "n_train": [100]}}})
+    out = sweeps.expand(cfg)
+    assert list(out["datasets"]) == ["g_seed0_n_train100", "g_seed1_n_train100"]
+    assert out["datasets"]["g_seed1_n_train100"] == {
+        "kind": "gaussian_linear", "options": {"dim": 4, "seed": 1, "n_train": 100}}
+    cfg["datasets"]["g"]["name"] = "lin{n_train}_s{seed}"
+    assert list(sweeps.expand(cfg)["datasets"]) == ["lin100_s0", "lin100_s1"]
+
+
+def test_expand_leaves_its_input_alone_and_flat_configs_unchanged():
+    cfg = _cfg(trainings={"t": {"lr": 0.1, "steps": 5, "sweep": {"lr": [0.1, 0.2]}}})
+    before = copy.deepcopy(cfg)
+    out = sweeps.expand(cfg)
+    assert cfg == before and list(out["trainings"]) == ["t_lr0p1", "t_lr0p2"]
+    flat = _cfg()
+    assert sweeps.expand(flat) == flat
+
+
+def test_experiments_over_a_dataset_sweep_with_variants_and_where():
+    cfg = _cfg(
+        datasets={"g": {"kind": "gaussian_linear", "options": {"dim": 4}, "name": "g{seed}",
+                        "sweep": {"seed": [0, 1, 2]}}},
+        trainings={"fast": {"lr": 0.5, "steps": 5}, "slow": {"lr": 0.01, "steps": 50}},
+        experiments={"x": {"model": "m", "seeds": [0], "name": "x{seed}_{arm}",
+                           "sweep": {"dataset": "g",
+                                     "arm": {"a": {"training": "fast", "norms": ["none"]},
+                                             "b": {"training": "slow", "norms": ["batchnorm"]}}},
+                           "where": [{"seed": [0, 2], "arm": "a"}, {"seed": 1}]}})
+    exps = sweeps.expand(cfg)["experiments"]
+    assert list(exps) == ["x0_a", "x1_a", "x1_b", "x2_a"]
+    assert exps["x1_b"] == {"model": "m", "seeds": [0], "dataset": "g1", "training": "slow",
+                            "norms": ["batchnorm"]}
+
+
+def test_load_applies_overrides_before_expanding(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text(json.dumps(_cfg(trainings={"t": {"lr": 0.1, "steps": 5,
+                                                  "sweep": {"steps": [5, 10]}}})))
+    out = study.load([f], {"trainings": {"t": {"sweep": {"steps": [7]}}}})
+    assert list(out["trainings"]) == ["t_steps7"]
+
+
+@pytest.mark.parametrize("entry,words", [
+    ({"sweep": {"depth_x": [1, 2]}}, ["models.m.sweep.depth_x", "'depth_x'", "[1, 2]"]),
+    ({"sweep": {"depth": []}}, ["models.m.sweep.depth", "'depth'", "empty"]),
+    ({"sweep": {"depth": 3}}, ["models.m.sweep.depth", "got 3", "list"]),
+    ({"sweep": {"depth": [1, 2]}, "name": "m"}, ["models.m", "'m'", "twice"]),
+    ({"sweep": {"depth": [1, 2]}, "where": {"width": 3}}, ["models.m.where.width", "'width'",
+                                                            "value 3", "['depth']"]),
+    ({"sweep": {"depth": [1]}, "where": {"depth": 2}}, ["models.m.where", "keeps no"]),
+    ({"sweep": {"depth": [1]}, "name": "m{deep}"}, ["models.m.name", "{deep}", "['depth']"]),
+    ({"sweep": {"init": ["a b"]}}, ["models.m", "'m_inita b'", "filesystem-safe"]),
+    ({"sweep": {"v": {"x": {"dept": 1}}}}, ["models.m.sweep.v.x", "['dept']"]),
+    ({"name": "m{depth}"}, ["models.m", "only next to 'sweep'"]),
+    ({"sweep": []}, ["models.m.sweep", "non-empty mapping"]),
+])
+def test_sweep_errors_name_the_axis_and_value(entry, words):
+    cfg = _cfg(models={"m": {"arch": "mlp", **entry}})
+    with pytest.raises(ConfigError) as e:
+        sweeps.expand(cfg)
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_dataset_axis_must_be_an_option_of_the_kind():
+    cfg = _cfg(datasets={"g": {"kind": "gaussian_linear", "sweep": {"alpha": [1.0]}}})
+    with pytest.raises(ConfigError, match=r"datasets\.g\.sweep\.alpha: axis 'alpha' \(values "
+                                          r"\[1\.0\]\) is not an option.*'n_train'"):
+        sweeps.expand(cfg)
+
+
+def test_duplicate_names_across_entries_and_unknown_dataset_sweep():
+    cfg = _cfg(models={"m_depth1": {"arch": "mlp"},
+                       "m": {"arch": "mlp", "sweep": {"depth": [1]}}})
+    with pytest.raises(ConfigError, match="'m_depth1'.*twice.*also by 'm_depth1'"):
+        sweeps.expand(cfg)
+    cfg = _cfg(experiments={"e": {"model": "m", "training": "t", "norms": ["none"],
+                                  "seeds": [0], "sweep": {"dataset": "g"}}})
+    with pytest.raises(ConfigError, match=r"experiments\.e\.sweep\.dataset: 'g' is not a swept"):
+        sweeps.expand(cfg)
+
+
+# -- extends: ------------------------------------------------------------------------------------
+
+def test_overlay_semantics():
+    base = {"a": {"x": 1, "y": [1, 2], "z": {"p": 1}}, "b": 2, "c": 3}
+    over = {"a": {"y": [3], "z": {"q": 2}, "x": None}, "c": None, "d": {"e": None, "f": 1}}
+    assert overlay(base, over) == {"a": {"y": [3], "z": {"p": 1, "q": 2}}, "b": 2,
+                                   "d": {"f": 1}}
+    assert base == {"a": {"x": 1, "y": [1, 2], "z": {"p": 1}}, "b": 2, "c": 3}
+
+
+def test_overlay_places_new_keys_next_to_their_neighbours():
+    base = {"a": 1, "b": 2, "c": 3}
+    assert list(overlay(base, {"b": 5, "x": 0})) == ["a", "b", "x", "c"]
+    assert list(overlay(base, {"x": 0, "c": 5})) == ["a", "b", "x", "c"]
+    assert list(overlay(base, {"b": None, "x": 0})) == ["a", "x", "c"]
+    assert list(overlay(base, {"x": 0, "y": 1})) == ["a", "b", "c", "x", "y"]
+    assert list(overlay(base, {"x": 0, "a": {}, "y": 1})) == ["x", "a", "y", "b", "c"]
+
+
+def test_extends_is_relative_to_the_extending_file(tmp_path):
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "b.yaml").write_text("results: r\ntrainings: {t: {lr: 1, steps: 2}}\n"
+                                              "plots: {dpi: 1}\n")
+    (tmp_path / "p.yaml").write_text("extends: base/b.yaml\ntrainings: {t: {steps: 5}}\n"
+                                     "plots: null\n")
+    assert read_study(tmp_path / "p.yaml") == {"results": "r",
+                                               "trainings": {"t": {"lr": 1, "steps": 5}}}
+
+
+def test_extends_errors_name_file_and_key(tmp_path):
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text("extends: b.yaml\nx: 1\n")
+    b.write_text("extends: a.yaml\ny: 1\n")
+    with pytest.raises(ConfigError, match=r"b\.yaml: extends: 'a\.yaml' is a cycle"):
+        read_study(a)
+    b.write_text("extends: missing.yaml\n")
+    with pytest.raises(ConfigError, match=r"b\.yaml: extends: 'missing\.yaml'.*does not exist"):
+        read_study(a)
+    b.write_text("extends: [a.yaml]\n")
+    with pytest.raises(ConfigError, match=r"b\.yaml: extends: got \['a\.yaml'\]"):
+        read_study(a)
+
+
+def test_strict_yaml_errors_in_an_extended_file(tmp_path):
+    (tmp_path / "p.yaml").write_text("extends: b.yaml\nx: 1\n")
+    b = tmp_path / "b.yaml"
+    b.write_text("x: 1\ny: 2\nx: 3\n")
+    with pytest.raises(ConfigError, match=r"b\.yaml, line 3, column 1: duplicate key 'x'"):
+        read_study(tmp_path / "p.yaml")
+    b.write_text("x: [1, 2\n")
+    with pytest.raises(ConfigError, match=r"b\.yaml, line \d+, column \d+: YAML syntax error"):
+        read_study(tmp_path / "p.yaml")
+
+
+def test_cli_check_expands_the_study(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert cli.main(["check", "config/studies/luo.yaml"]) == 0
+    assert "config OK (51 experiments, 51 training runs)" in capsys.readouterr().out
