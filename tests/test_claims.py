@@ -263,6 +263,16 @@ def test_luo_rows_name_their_curve_and_test_both_bn_constants():
     assert "alpha zeta" in wn["claim"]
 
 
+def test_vanilla_rows_name_the_vanilla_curve_and_unmeasured_rows_what_is_missing():
+    rows = [{"dataset": f"ts{d}", "model": "unit", "seed": 0, "step": 100, "alpha": 2.0,
+             "experiment": f"a2_d{d}_gd", "norm": "none", "batch_size": 800, "zeta": 0.0,
+             "zeta_main": np.nan, "convention": "paper", "rel_error": 0.01 * d,
+             "rel_error_main": np.nan} for d in range(3)]
+    by = claims.evaluate({"teacher_student": pd.DataFrame(rows)}).set_index("claim_id")
+    assert by.loc["luo_sgd", "curve"] == "vanilla SGD closed form (minimum-norm least squares)"
+    assert by.loc["luo_wn", "note"] == "no experiment runs any of weightnorm_gamma_decay"
+
+
 def _dannemann(grad, resid, holds):
     return pd.DataFrame([
         {"record": "gradient", "method": "autograd_batchnorm1d", "grad_norm": grad},

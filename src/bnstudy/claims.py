@@ -233,8 +233,9 @@ def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95) -> pd.DataFra
                              "baseline_value": float(base_values.mean()), **eff,
                              "verdict": verdict, "note": note})
         if not found:
-            rows.append({**base, "verdict": "not measured",
-                         "note": f"no experiment runs both {c.baseline} and one of {c.norms}"})
+            runs = (f"both {c.baseline} and one of" if c.baseline is not None
+                    else "any of") + " " + ", ".join(c.norms)
+            rows.append({**base, "verdict": "not measured", "note": f"no experiment runs {runs}"})
     rows.extend(dannemann_claim(frames.get("dannemann")))
     return pd.DataFrame(rows)
 

@@ -104,7 +104,7 @@ def luo_curve(zeta_col: str = "zeta") -> Callable[[pd.DataFrame, str, str], str]
 
     def describe(df: pd.DataFrame, norm: str, experiment: str) -> str:
         d = df[(df["norm"] == norm) & (_pooled_name(df) == experiment)]
-        if zeta_col not in d or d[zeta_col].isna().all():
+        if zeta_col not in d or (d[zeta_col].fillna(0) == 0).all():  # no gamma decay
             return "vanilla SGD closed form (minimum-norm least squares)"
         d = d[d[zeta_col].notna()]
         parts = []
