@@ -43,7 +43,8 @@ def test_rewrite_regenerates_blocks_and_keeps_the_rest(tmp_path):
                       "<!-- ledger: results/b -->\n<!-- /ledger -->\nend\n")
     assert lm.rewrite_file(readme) == 2
     text = readme.read_text()
-    assert "stale" not in text and "0.123 [-0.02, 0.27]" in text and "no smoothness table" in text
+    assert "stale" not in text and "0.123 [-0.02, 0.27]" in text
+    assert "Not measured by this study: `lipschitz`." in text and "no smoothness table" not in text
     assert text.startswith("intro\n") and "\nmiddle\n" in text and text.endswith("end\n")
     assert lm.rewrite(text, tmp_path) == text  # idempotent
 

@@ -9,7 +9,8 @@ the code produces, those statements are tables generated from each study's
     <!-- /ledger -->
 
 and ``python -m bnstudy ledger --readme README.md`` rewrites every block from the ledger of the
-results directory its opening line names (a missing ledger is an error: run the study first).
+results directory its opening line names (claims the study did not measure listed in one line
+under the table; a missing ledger is an error: run the study first).
 ``python -m bnstudy ledger results/<study>`` prints one study's table.
 """
 
@@ -64,12 +65,18 @@ def _seeds(row: pd.Series) -> str:
     return "" if n is None or pd.isna(n) else str(int(n))
 
 
-def table(ledger: pd.DataFrame) -> str:
-    """One Markdown table row per ledger row, in ledger order."""
+def table(ledger: pd.DataFrame, measured_only: bool = False) -> str:
+    """One Markdown table row per ledger row, in ledger order; with ``measured_only``, the
+    claims the study did not measure are one line under the table instead of rows."""
+    unmeasured = ledger["verdict"] == "not measured"
+    shown = ledger[~unmeasured] if measured_only else ledger
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
-    for _, row in ledger.iterrows():
+    for _, row in shown.iterrows():
         cells = (f"`{row['claim_id']}`", _where(row), _effect(row), _seeds(row), row["verdict"])
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    missing = sorted(set(ledger.loc[unmeasured, "claim_id"]) - set(shown["claim_id"]))
+    if measured_only and missing:
+        lines += ["", "Not measured by this study: " + ", ".join(f"`{c}`" for c in missing) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -84,7 +91,8 @@ def read(results_dir: str | Path) -> pd.DataFrame:
 def rewrite(text: str, root: str | Path = ".") -> str:
     """``text`` with every ledger block regenerated from the ledger its opening line names."""
     def block(m: re.Match) -> str:
-        return m.group(1) + table(read(Path(root) / m.group("dir").strip())) + m.group(4)
+        ledger = read(Path(root) / m.group("dir").strip())
+        return m.group(1) + table(ledger, measured_only=True) + m.group(4)
 
     return BLOCK.sub(block, text)
 
