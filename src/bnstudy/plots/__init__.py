@@ -22,6 +22,15 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from ..io import atomic_path  # noqa: E402
+from ..tables import mean_ci  # noqa: E402
+
+
+def seed_ci(values) -> tuple[float, float]:
+    """The band every figure draws: the 95% Student-t interval of the mean over seeds (runs),
+    the interval the report's tables and the claims ledger print (seaborn's ``errorbar``
+    callable). Deterministic, unlike seaborn's bootstrap; one value gives a zero-width band."""
+    m, lo, hi, n = mean_ci(values)
+    return (m, m) if n == 1 else (lo, hi)
 
 
 @dataclass(frozen=True)

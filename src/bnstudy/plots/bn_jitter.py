@@ -17,7 +17,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from .. import tables
-from . import Family, Section, norm_order, register, register_section, title
+from . import Family, Section, norm_order, register, register_section, seed_ci, title
 
 
 def _message(df: pd.DataFrame, what: str, text: str) -> plt.Figure:
@@ -124,7 +124,7 @@ def draw_prop2(frames, options):
     ax = axes[2]
     if not long.empty:
         sns.lineplot(long, x="layer", y="ratio", hue="|B|", style="statistic", marker="o",
-                     errorbar=("ci", 95), ax=ax)
+                     errorbar=seed_ci, ax=ax)
         ax.set_yscale("log")
         ax.axhline(1.0, color="grey", lw=1, ls=":")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -155,8 +155,8 @@ register(Family(
         "from the population moments of the same layer's input (the training set, earlier BN "
         "layers at their training-set statistics); one point per BN layer (colour), batch size "
         "(marker), checkpoint and seed; dotted: identity. Right: empirical / predicted by layer "
-        "(95% CI over checkpoints and seeds). The first BN layer sees an exact sample of the "
-        "population, so it lies on the identity by construction (an implementation check); "
+        "(95% Student-t CI over checkpoints and seeds). The first BN layer sees an exact sample "
+        "of the population, so it lies on the identity by construction (an implementation check); "
         "deeper layers see inputs already normalized by the same batch, which the prediction's "
         "iid assumption ignores: there the comparison tests Proposition 2."),
 ))
@@ -234,7 +234,7 @@ def findings(frames: dict[str, pd.DataFrame]) -> str:
             parts.append(
                 f"{name}, {norm} [{seeds} seed{'s' if seeds > 1 else ''}, "
                 f"K={int(g['n_batches'].iloc[0])} batches drawn "
-                f"{g['sampling'].iloc[0].replace('_', ' ')}, mean ± 95% CI over seeds]: "
+                f"{g['sampling'].iloc[0].replace('_', ' ')}, mean ± 95% Student-t CI over seeds]: "
                 + "; ".join(items) + ".")
     return " ".join(parts)
 

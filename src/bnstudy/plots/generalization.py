@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from . import Family, Section, norm_order, register, register_section, title
+from . import Family, Section, norm_order, register, register_section, seed_ci, title
 
 
 def draw(frames, options):
@@ -15,7 +15,7 @@ def draw(frames, options):
     fig, axes = plt.subplots(1, len(cols), figsize=(3.6 * len(cols), 3.8), squeeze=False)
     order = norm_order(df)
     for ax, col in zip(axes[0], cols, strict=True):
-        sns.barplot(df, x="norm", y=col, order=order, errorbar=("ci", 95), ax=ax, alpha=0.6)
+        sns.barplot(df, x="norm", y=col, order=order, errorbar=seed_ci, ax=ax, alpha=0.6)
         sns.stripplot(df, x="norm", y=col, order=order, color="black", size=4, ax=ax)
         ax.tick_params(axis="x", rotation=30)
         ax.set_title(col.replace("_", " "))
@@ -32,7 +32,7 @@ register(Family(
     caption=(
         "Final generalization by normalizer: loss gap (test - train), test loss, and for "
         "classification the accuracy gap (train - test) and test accuracy; bars are means with "
-        "95% CIs over seeds, dots are single seeds. Diverged runs have no bar."),
+        "95% Student-t CIs over seeds, dots are single seeds. Diverged runs have no bar."),
 ))
 
 register_section(Section(

@@ -6,7 +6,7 @@
 - ``ics_distribution``: distributional ICS, the change of the per-unit mean and variance of the
   layers' inputs on the fixed probe batch, over one update and since the previous checkpoint.
 
-Hue = normalizer, bands = 95% CI over seeds, one figure per experiment.
+Hue = normalizer, bands = 95% Student-t CI over seeds, one figure per experiment.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
 from .. import tables
-from . import Family, Section, norm_order, register, register_section, title
+from . import Family, Section, norm_order, register, register_section, seed_ci, title
 
 GRAD = (("grad_l2_diff", "||G - G'||_2"), ("grad_rel_diff", "||G - G'||_2 / ||G||_2"),
         ("grad_cosine", "cos(G, G')"))
@@ -71,7 +71,7 @@ def draw_gradient(frames, options):
         for r, (col, label) in enumerate(GRAD):
             ax = axes[r, c]
             sns.lineplot(d, x="step", y=col, hue="norm", hue_order=order, marker="o",
-                         errorbar=("ci", 95), ax=ax, legend=(r == 0 and c == len(layers) - 1))
+                         errorbar=seed_ci, ax=ax, legend=(r == 0 and c == len(layers) - 1))
             _scale(ax, d[col] if col != "grad_cosine" else [1.0], _steps(df))
             ax.set_ylabel(label if c == 0 else "")
             if r == 0:
@@ -95,7 +95,7 @@ def draw_depth(frames, options):
         for r, (col, label) in enumerate(rows):
             ax = axes[r, c]
             sns.lineplot(d, x="layer", y=col, hue="norm", hue_order=order, marker=".",
-                         errorbar=("ci", 95), ax=ax, legend=(r == 0 and c == len(steps) - 1))
+                         errorbar=seed_ci, ax=ax, legend=(r == 0 and c == len(steps) - 1))
             ax.set_ylabel(label if c == 0 else "")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             if r == 0:
@@ -129,7 +129,7 @@ def draw_distribution(frames, options):
             ax, long = axes[r, c], _shift_long(d, stat)
             sns.lineplot(long, x="step", y="shift", hue="norm", hue_order=order, style="interval",
                          style_order=["one update t -> t+1", "since previous checkpoint"],
-                         marker="o", errorbar=("ci", 95), ax=ax,
+                         marker="o", errorbar=seed_ci, ax=ax,
                          legend=(r == 0 and c == len(layers) - 1))
             _scale(ax, long["shift"], _steps(df))
             ax.set_ylabel(label if c == 0 else "")
@@ -198,7 +198,7 @@ register(Family(
         "layer's gradient G before and G' after the preceding layers take the optimizer's actual "
         "update on the step's batch; columns are the first layer that has preceding layers, the "
         "middle layer and the head. No ICS means difference 0 and cosine 1. Lines are means over "
-        "seeds with 95% CI bands."),
+        "seeds with 95% Student-t CI bands."),
 ))
 register(Family(
     "ics_depth", draw_depth, tables=("ics",), module="ics",
@@ -214,7 +214,8 @@ register(Family(
         "Distributional ICS (cf. Santurkar Fig. 8): mean over units of the absolute change of "
         "each unit's mean (top) and variance (bottom) of a layer's input on a fixed probe batch, "
         "over one optimizer update t -> t+1 (solid) and since the previous checkpoint (dashed); "
-        "train-mode forward, so BN uses the probe batch's statistics. Bands: 95% CI over seeds."),
+        "train-mode forward, so BN uses the probe batch's statistics. Bands: 95% Student-t CI "
+        "over seeds."),
 ))
 
 register_section(Section(

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from . import Family, Section, norm_order, register, register_section
+from . import Family, Section, norm_order, register, register_section, seed_ci
 
 
 def final_losses(df: pd.DataFrame) -> pd.DataFrame:
@@ -53,7 +53,7 @@ def draw(frames, options):
         top = finite.max() * 2 if len(finite) else 1.0
         d["plotted"] = d["final_train_loss"].where(np.isfinite(d["final_train_loss"]), top)
         sns.lineplot(d[~d["diverged"]], x="lr", y="plotted", hue="norm", hue_order=order,
-                     marker="o", errorbar=("ci", 95), ax=ax)
+                     marker="o", errorbar=seed_ci, ax=ax)
         div = d[d["diverged"]]
         if len(div):
             sns.scatterplot(div, x="lr", y="plotted", hue="norm", hue_order=order, marker="X",
@@ -88,7 +88,8 @@ def findings(frames) -> str:
 register(Family(
     "lr_sweep", draw, tables=("training",), module="lr_sweep", scope="study", in_study=swept,
     caption=("Final training loss of every run against its learning rate, one panel per "
-             "dataset/model, lines are means over seeds with 95% CIs; crosses at the top mark "
+             "dataset/model, lines are means over seeds with 95% Student-t CIs; crosses at the "
+             "top mark "
              "runs that diverged. The range of learning rates a normalizer trains at is the "
              "span of its line."),
 ))

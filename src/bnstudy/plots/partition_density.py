@@ -8,7 +8,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
-from . import Family, Section, norm_order, register, register_section, title
+from . import Family, Section, norm_order, register, register_section, seed_ci, title
 
 SETS = ["train", "test", "random"]
 STAGES = ["init", "final"]
@@ -66,7 +66,7 @@ def draw_steps(frames, options):
             ax = axes[i, j]
             sub = ok[(ok["radius"] == r) & (ok["point_set"] == s)]
             sns.lineplot(sub, x="step", y="boundaries", hue="norm", hue_order=order, marker="o",
-                         errorbar=("ci", 95), ax=ax, legend=(i == 0 and j == len(sets) - 1))
+                         errorbar=seed_ci, ax=ax, legend=(i == 0 and j == len(sets) - 1))
             ax.set_xscale("symlog", linthresh=1)
             ax.set_title(f"{s} points, {_r(ok, r)}")
             ax.set_ylabel("boundaries per point" if j == 0 else "")
@@ -95,7 +95,7 @@ def draw_sets(frames, options):
                 continue
             sns.barplot(sub, x="point_set", y="boundaries", hue="norm", hue_order=order,
                         order=[s for s in SETS if s in set(sub["point_set"])],
-                        errorbar=("ci", 95), ax=ax, legend=(i == 0 and j == 1))
+                        errorbar=seed_ci, ax=ax, legend=(i == 0 and j == 1))
             step = int(sub["step"].max())
             ax.set_title(f"{stage} (step {step}), {_r(ok, r)}")
             ax.set_xlabel("")
@@ -120,7 +120,7 @@ def draw_layers(frames, options):
     for ax, s in zip(axes[0], sets, strict=True):
         sns.lineplot(ok[ok["point_set"] == s], x="layer_index", y="fraction", hue="norm",
                      hue_order=norm_order(ok), style="stage", style_order=STAGES, marker="o",
-                     errorbar=("ci", 95), ax=ax, legend=(s == sets[-1]))
+                     errorbar=seed_ci, ax=ax, legend=(s == sets[-1]))
         ax.set_title(f"{s} points, {_r(ok, r)}")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("layer")
@@ -178,7 +178,8 @@ register(Family(
         "pre-activation changes sign over a cross-polytope, the epsilon-ball it stands for in "
         "brackets), for training, test and random Gaussian points (columns) and each radius "
         "(rows); bands are "
-        "95% CIs over seeds, the x axis is symmetric-log in steps (step 0 = initialization). "
+        "95% Student-t CIs over seeds, the x axis is symmetric-log in steps (step 0 = "
+        "initialization). "
         "Look for whether BatchNorm concentrates more boundaries around the data than the "
         "other normalizers, and how training moves them."),
 ))
@@ -187,7 +188,8 @@ register(Family(
     module="partition_density", caption=(
         "Partition density around training, test and random points at initialization (left) "
         "and at the last checkpoint (right), all hidden layers, one row per radius; bars are "
-        "means with 95% CIs over seeds. BN-Explained's claim (Fig. 4): with BN the boundaries "
+        "means with 95% Student-t CIs over seeds. BN-Explained's claim (Fig. 4): with BN the "
+        "boundaries "
         "concentrate around the data (train > random)."),
 ))
 register(Family(
@@ -195,7 +197,7 @@ register(Family(
     module="partition_density", caption=(
         "Fraction of each hidden layer's units whose folded hyperplane passes within the middle "
         "configured radius of the point, at initialization (solid) and at the last "
-        "checkpoint (dashed); bands are 95% CIs over seeds."),
+        "checkpoint (dashed); bands are 95% Student-t CIs over seeds."),
 ))
 def maps_measured(config: dict, experiment: str) -> bool:
     """Whether the study's ``partition_density`` options give ``experiment`` map rows: only

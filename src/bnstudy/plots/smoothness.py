@@ -9,9 +9,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from . import Family, Section, norm_order, register, register_section, title
-
-SEED_BAND = ("pi", 100)  # the band spans the seeds (min to max)
+from . import Family, Section, norm_order, register, register_section, seed_ci, title
 
 
 def _finite(df: pd.DataFrame, col: str) -> pd.DataFrame:
@@ -58,7 +56,7 @@ def draw_landscape(frames, options):
         d = _finite(df, col)
         if len(d):
             sns.lineplot(d, x="step", y=col, hue="norm", hue_order=order, palette=palette,
-                         errorbar=SEED_BAND, marker="o", ax=ax, legend=False)
+                         errorbar=seed_ci, marker="o", ax=ax, legend=False)
             if col != "hessian_top":
                 _log_if_wide(ax, d[col])
         _step_axis(ax, df["step"].unique())
@@ -83,7 +81,7 @@ def draw_probes(frames, options):
             f = _finite(d, col)
             if len(f):
                 sns.lineplot(f, x="multiplier", y=col, hue="norm", hue_order=order,
-                             errorbar=SEED_BAND, marker="o", ax=ax,
+                             errorbar=seed_ci, marker="o", ax=ax,
                              legend=(i == 0 and j == 0))
                 _log_if_wide(ax, f[col])
             _log_if_wide(ax, d["multiplier"], axis="x")
@@ -103,7 +101,8 @@ register(Family(
         "w − ηg, η = m·lr (band; both averaged over seeds). Then the largest gradient change "
         "‖∇L(w−ηg) − g‖₂ over the probes, the effective β-smoothness (largest gradient change "
         "per unit distance moved) and, when measured, the top Hessian eigenvalue at w; lines are "
-        "seed means, bands span the seeds. Lower and flatter means a smoother, more predictive "
+        "seed means, bands are 95% Student-t CIs over seeds. Lower and flatter means a "
+        "smoother, more predictive "
         "landscape; look for the gap between normalized and unnormalized networks, especially "
         "early in training."),
 ))
@@ -113,7 +112,8 @@ register(Family(
     caption=(
         "Per checkpoint (columns): the loss (top) and the ℓ2 distance between the gradient at "
         "the probe and the gradient at w (bottom) as a function of the step multiplier m = η/lr "
-        "(Santurkar Fig. 11); lines are seed means, bands span the seeds. A gradient that stays "
+        "(Santurkar Fig. 11); lines are seed means, bands are 95% Student-t CIs over seeds. A "
+        "gradient that stays "
         "close to g over a wide range of step sizes is predictive: larger learning rates are "
         "safe."),
 ))

@@ -12,7 +12,7 @@ import seaborn as sns
 
 from .. import luo_theory as lt
 from ..tables import mean_ci
-from . import Family, register
+from . import Family, register, seed_ci
 
 CRITICAL = {"linear": 1.0, "relu": 2.0}  # where the vanilla closed form diverges
 PANEL = ["activation", "S", "N"]
@@ -198,7 +198,7 @@ def draw_curves(frames, options):
     for j, (ax, alpha) in enumerate(zip(axes[0], alphas, strict=True)):
         g = df[df["alpha"] == alpha]
         sns.lineplot(g, x="epochs", y="err", hue="arm", hue_order=[a for a in arms
-                     if a in set(g["arm"])], marker="o", errorbar=("ci", 95), ax=ax,
+                     if a in set(g["arm"])], marker="o", errorbar=seed_ci, ax=ax,
                      legend=(j == len(alphas) - 1))
         th = g["theory_sgd"].dropna()
         if len(th) and np.isfinite(th.iloc[0]):
@@ -220,7 +220,8 @@ register(Family(
     "teacher_student_alpha", draw_alpha, tables=("teacher_student",),
     module="teacher_student", scope="study", caption=(
         "Luo Fig. 1: generalization error (exact, against the noise-free teacher) vs the load "
-        "alpha = P/N at each run's last checkpoint; dots are means with 95% CIs over all runs "
+        "alpha = P/N at each run's last checkpoint; dots are means with 95% Student-t CIs over "
+        "all runs "
         "at that load (run seeds and data draws pooled), per normalizer and batch size. Lines: "
         "the closed forms of Luo §4 (solid: vanilla SGD; dashed: WN + gamma decay at the "
         "zeta Luo equates with the arm, with the ridge lam the legend names: lam = alpha zeta "
@@ -232,7 +233,8 @@ register(Family(
     "teacher_student_batch_size", draw_batch, tables=("teacher_student",),
     module="teacher_student", scope="study", in_study=batch_swept, caption=(
         "Batch-size sweep at one load: the student's gamma^2 = ||w~||^2/N (left) and its "
-        "generalization error (right) vs the batch size M, means with 95% CIs over runs, with "
+        "generalization error (right) vs the batch size M, means with 95% Student-t CIs over "
+        "runs, with "
         "the WN + gamma decay closed forms at zeta(M) (dashed) and the shrinkage mean field "
         "(dotted). Luo's claim: smaller batches regularize more (smaller gamma^2)."),
 ))
@@ -240,6 +242,7 @@ register(Family(
     "teacher_student_curves", draw_curves, tables=("teacher_student",),
     module="teacher_student", scope="study", caption=(
         "Generalization error over training (epochs, symmetric-log) at each load, per arm, "
-        "mean and 95% CI over runs; dashed: the vanilla closed form. Read off how long training "
+        "mean and 95% Student-t CI over runs; dashed: the vanilla closed form. Read off how "
+        "long training "
         "must run for the measured error to settle."),
 ))

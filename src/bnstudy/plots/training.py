@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-from . import Family, Section, norm_order, register, register_section, title
+from . import Family, Section, norm_order, register, register_section, seed_ci, title
 
 
 def draw(frames, options):
@@ -18,14 +18,14 @@ def draw(frames, options):
     order = norm_order(df)
     ax = axes[0, 0]
     sns.lineplot(df, x="step", y="loss", hue="norm", hue_order=order, style="split",
-                 style_order=["train", "test"], errorbar=("ci", 95), ax=ax)
+                 style_order=["train", "test"], errorbar=seed_ci, ax=ax)
     finite = df["loss"][np.isfinite(df["loss"])]
     if len(finite) and finite.min() > 0 and finite.max() / finite.min() > 50:
         ax.set_yscale("log")
-    ax.set_title("loss (mean over seeds, 95% CI band)")
+    ax.set_title("loss (mean over seeds, 95% Student-t CI band)")
     if classification:
         sns.lineplot(df, x="step", y="accuracy", hue="norm", hue_order=order, style="split",
-                     style_order=["train", "test"], errorbar=("ci", 95), ax=axes[0, 1],
+                     style_order=["train", "test"], errorbar=seed_ci, ax=axes[0, 1],
                      legend=False)
         axes[0, 1].set_title("accuracy")
     fig.suptitle(title(df, "training curves"))
@@ -39,9 +39,9 @@ register(Family(
     skip_datasets=("teacher_student",),
     caption=(
         "Loss (left) and accuracy (right, classification only) on the whole train (solid) and "
-        "test (dashed) sets, evaluated in eval mode at the evaluation steps; bands are 95% CIs "
-        "over seeds. Look for which normalizers train faster and to a lower loss at the same "
-        "learning rate, and whether any diverge (their curves stop)."),
+        "test (dashed) sets, evaluated in eval mode at the evaluation steps; bands are 95% "
+        "Student-t CIs over seeds. Look for which normalizers train faster and to a lower loss "
+        "at the same learning rate, and whether any diverge (their curves stop)."),
 ))
 
 register_section(Section(
