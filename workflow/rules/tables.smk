@@ -7,7 +7,7 @@ rule aggregate:
     output:
         res("tables", "{table}.parquet"),
     params:
-        results=lambda wildcards: R,
+        results=results_dir,
         name=table_file,
         grid=table_grid,
         code=code_version("tables"),
