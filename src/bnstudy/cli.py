@@ -10,7 +10,6 @@ import argparse
 import json
 import logging
 import sys
-import textwrap
 import time
 
 log = logging.getLogger("bnstudy")
@@ -163,25 +162,9 @@ def cmd_report(a) -> None:
     report.build(a.config, a.tables, a.figures, a.out)
 
 
-def registries() -> dict[str, dict[str, str]]:
-    """What a config may name, per registry: name -> one-line description."""
-    from . import analyses, data, measures, models, normalizers, plots
-
-    plots.load_all()
-    return {
-        "normalizers": {n: r.description for n, r in sorted(normalizers.REGISTRY.items())},
-        "measures": {n: "tables: " + ", ".join(m.tables) + (
-            f"; dataset kinds: {', '.join(m.dataset_kinds)}" if m.dataset_kinds else "")
-            for n, m in sorted(measures.REGISTRY.items())},
-        "datasets": {k: ", ".join(f"{o}" for o in data.OPTIONS[k]) for k in data.kinds()},
-        "architectures": {a: "" for a in models.ARCHS},
-        "analyses": {n: "" for n in sorted(analyses.REGISTRY)},
-        "figures": {n: textwrap.shorten(f.caption, 100, placeholder=" ...")
-                    for n, f in sorted(plots.FAMILIES.items())},
-    }
-
-
 def cmd_list(a) -> None:
+    from .catalog import registries
+
     for what, entries in registries().items():
         if a.what not in ("all", what):
             continue
