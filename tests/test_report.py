@@ -1,0 +1,180 @@
+"""The HTML report from small synthetic tables, a tiny PNG and a synthetic claims ledger, built
+without Snakemake; its structure is checked with html.parser."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+
+from bnstudy import report
+
+VOID = {"img", "meta", "br", "hr", "input", "link"}
+IDS = {"experiment": "exp1", "dataset": "toy", "model": "mlp"}
+
+
+class Tree(HTMLParser):
+    """Elements as dicts (tag, attrs, children, text), with every id and internal link."""
+
+    def __init__(self):
+        super().__init__()
+        self.root = {"tag": "root", "attrs": {}, "children": [], "text": ""}
+        self.stack = [self.root]
+        self.ids, self.hrefs = [], []
+
+    def handle_starttag(self, tag, attrs):
+        node = {"tag": tag, "attrs": dict(attrs), "children": [], "text": "",
+                "parents": [n["tag"] for n in self.stack]}
+        self.stack[-1]["children"].append(node)
+        if "id" in node["attrs"]:
+            self.ids.append(node["attrs"]["id"])
+        if tag == "a" and node["attrs"].get("href", "").startswith("#"):
+            self.hrefs.append(node["attrs"]["href"][1:])
+        if tag not in VOID:
+            self.stack.append(node)
+
+    def handle_endtag(self, tag):
+        if tag in VOID:
+            return
+        assert self.stack[-1]["tag"] == tag, f"</{tag}> closes <{self.stack[-1]['tag']}>"
+        self.stack.pop()
+
+    def handle_data(self, data):
+        for node in self.stack:
+            node["text"] += data
+
+
+def walk(node):
+    yield node
+    for c in node["children"]:
+        yield from walk(c)
+
+
+def parse(text: str) -> Tree:
+    tree = Tree()
+    tree.feed(text)
+    tree.close()
+    assert [n["tag"] for n in tree.stack] == ["root"], "unclosed elements"
+    return tree
+
+
+def _claim(cid, claim, verdict, note="", **kw):
+    return {"claim_id": cid, "paper": "P", "claim": claim, "quantity": "q", "rule": "r",
+            "baseline": "none", "role": "test", "curve": "", "verdict": verdict, "note": note,
+            **kw}
+
+
+@pytest.fixture
+def built(tmp_path):
+    runs = [{**IDS, "norm": n, "seed": s} for n in ("none", "batchnorm") for s in (0, 1, 2)]
+    training = pd.DataFrame([{**r, "step": st, "loss": 1.0 / (st + 1) + r["seed"] * 0.01,
+                              "accuracy": 0.5 + st * 0.1, "split": sp, "lr": 0.1,
+                              "diverged": False}
+                             for r in runs for st in (0, 1) for sp in ("train", "test")])
+    gen = pd.DataFrame([{**r, "train_loss": 0.1, "test_loss": 0.2 + r["seed"] * 0.01,
+                         "loss_gap": 0.1, "test_accuracy": 0.9, "accuracy_gap": 0.05,
+                         "diverged": False} for r in runs])
+    num = {"value": 1.0, "baseline_value": 2.0, "effect": -1.0, "ci_low": -1.5,
+           "ci_high": -0.5, "cohens_dz": -2.0, "n_seeds": 3}
+    ledger = pd.DataFrame([
+        _claim("noisy_bn", "noisy BN trains a < b", "inconclusive", **IDS, norm="batchnorm",
+               **num),
+        _claim("noisy_bn", "noisy BN trains a < b", "supported", experiment="exp2",
+               dataset="toy", model="mlp", norm="batchnorm", **num),
+        _claim("ics_grad", "BN does not reduce ICS", "not supported", **IDS, norm="batchnorm",
+               **num),
+        _claim("pd_data_vs_zero_bias", "zero bias claim", "not measured",
+               note="no experiment runs both zero_bias and one of batchnorm"),
+        _claim("dannemann", "Lemma 4.5 fails", "not measured", note="no dannemann table"),
+    ])
+    paths = []
+    for name, df in (("training", training), ("generalization", gen), ("claims", ledger)):
+        p = tmp_path / "tables" / f"{name}.parquet"
+        p.parent.mkdir(exist_ok=True)
+        df.to_parquet(p)
+        paths.append(str(p))
+    figures = []
+    for fam in ("training_curves", "generalization_gap"):
+        f = tmp_path / "figures" / "exp1" / f"{fam}.png"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        plt.imsave(f, np.zeros((2, 2, 3)))
+        figures.append(str(f))
+    config = {"experiments": {"exp1": {"dataset": "toy", "model": "mlp",
+                                       "norms": ["none", "batchnorm"], "seeds": [0, 1, 2]}},
+              "report": {"title": "synthetic <study>", "ci": 0.95}}
+    out = tmp_path / "report.html"
+    report.build(config, paths, figures, str(out))
+    text = out.read_text(encoding="utf-8")
+    return text, parse(text), ledger, figures
+
+
+def test_every_toc_link_resolves_to_an_id(built):
+    text, tree, _, _ = built
+    assert len(tree.ids) == len(set(tree.ids)), "duplicate ids"
+    assert tree.hrefs and set(tree.hrefs) <= set(tree.ids)
+    nav = next(n for n in walk(tree.root) if n["tag"] == "nav")
+    toc = [n["attrs"]["href"][1:] for n in walk(nav) if n["tag"] == "a"]
+    sections = [n["attrs"]["id"] for n in walk(tree.root) if n["tag"] == "section"]
+    assert toc == sections  # the TOC lists every section, in order, and nothing else
+    assert sections[0] == "summary" and sections[-2:] == ["configuration", "provenance"]
+
+
+def test_every_image_is_a_captioned_figure_inlined(built):
+    text, tree, _, figures = built
+    imgs = [n for n in walk(tree.root) if n["tag"] == "img"]
+    assert len(imgs) == len(figures) == text.count("data:image/png;base64,")
+    assert all(n["parents"][-1] == "figure" and n["attrs"].get("alt") for n in imgs)
+    for fig in (n for n in walk(tree.root) if n["tag"] == "figure"):
+        caps = [c for c in fig["children"] if c["tag"] == "figcaption"]
+        assert len(caps) == 1 and caps[0]["text"].strip()
+    assert 'src="http' not in text and "<link" not in text and "<script" not in text
+
+
+def test_summary_lists_every_ledger_row(built):
+    _, tree, ledger, _ = built
+    summary = next(n for n in walk(tree.root) if n["attrs"].get("id") == "summary")
+    rows = [n["attrs"] for n in walk(summary) if n["tag"] == "tr" and "data-claim" in n["attrs"]]
+    measured = ledger[ledger["verdict"] != "not measured"]
+    assert [(r["data-claim"], r["data-where"]) for r in rows] == [
+        (c, f"{e}: batchnorm vs none") for c, e in zip(measured["claim_id"],
+                                                       measured["experiment"], strict=True)]
+    line = [n for n in walk(summary) if n["tag"] == "p" and "Not measured" in n["text"]]
+    assert len(line) == 1
+    for _, r in ledger[ledger["verdict"] == "not measured"].iterrows():
+        assert f"{r['claim_id']} ({r['note']})" in line[0]["text"]
+    # the noisy_bn row of exp1 links to the training section's exp1 figures; exp2 (no figures)
+    # to the section; ics_grad has no section here, so no link
+    links = {a["text"]: a["attrs"]["href"] for a in walk(summary) if a["tag"] == "a"}
+    assert links["exp1: batchnorm vs none"] == "#sec-training--exp1"
+    assert links["exp2: batchnorm vs none"] == "#sec-training"
+    assert "#sec-ics" not in links.values()
+    assert "-1 [-1.5, -0.5]" in summary["text"]  # effect and its CI
+
+
+def test_no_section_without_content_and_order_by_question(built):
+    text, tree, _, _ = built
+    secs = [n for n in walk(tree.root) if n["tag"] == "section"
+            and n["attrs"]["id"].startswith("sec-")]
+    # lr_sweep reads the training table but has neither figure nor summary for this study (its
+    # findings alone say that no experiment swept the learning rate)
+    assert [s["attrs"]["id"] for s in secs] == ["sec-generalization", "sec-training"]
+    for s in secs:
+        assert any(n["tag"] in ("figure", "table") for n in walk(s))
+    assert "synthetic &lt;study&gt;" in text and "a &lt; b" in text  # escaped
+    assert "±" in text
+
+
+def test_ledger_holds_every_row(built):
+    _, tree, ledger, _ = built
+    claims = next(n for n in walk(tree.root) if n["attrs"].get("id") == "claims")
+    body = [n for n in walk(claims) if n["tag"] == "tr"][1:]
+    assert len(body) == len(ledger)
+
+
+def test_order_puts_sections_by_question():
+    keys = [s.key for s in report.ordered_sections()]
+    assert keys[:3] == ["partition_density", "ics", "smoothness"]
+    assert keys.index("teacher_student") < keys.index("dannemann")
