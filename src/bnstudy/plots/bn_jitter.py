@@ -17,15 +17,24 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from .. import tables
-from . import Family, Section, norm_order, register, register_section, seed_ci, title
+from . import (
+    Family,
+    Section,
+    class_cmap,
+    figure,
+    finish,
+    label,
+    message,
+    norm_order,
+    register,
+    register_section,
+    seed_ci,
+    title,
+)
 
 
 def _message(df: pd.DataFrame, what: str, text: str) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(6.5, 1.6))
-    ax.axis("off")
-    ax.text(0.5, 0.5, text, ha="center", va="center")
-    fig.suptitle(title(df, what))
-    return fig
+    return message(text, title(df, what))
 
 
 def _layers(df: pd.DataFrame) -> pd.DataFrame:
@@ -49,18 +58,20 @@ def draw_boundaries(frames, options):
     steps = [steps[0], steps[-1]] if len(steps) > 1 else steps
     panels = [(n, b) for n in norm_order(grid) for b in sorted(grid["batch_size"].unique())
               if not grid[(grid["norm"] == n) & (grid["batch_size"] == b)].empty]
-    fig, axes = plt.subplots(len(panels), len(steps), figsize=(3.6 * len(steps),
-                             3.3 * len(panels)), squeeze=False)
+    fig, axes = figure(len(panels), len(steps), height=3.3, layout="constrained")
+    n_cls = int(data["label"].max()) + 1 if len(data) else 2
+    image = None
     for i, (norm, b) in enumerate(panels):
         for j, step in enumerate(steps):
             ax = axes[i, j]
             sub = grid[(grid["norm"] == norm) & (grid["batch_size"] == b) & (grid["step"] == step)]
             dis = _pivot(sub[sub["kind"] == "disagreement"])
             ext = (dis.columns.min(), dis.columns.max(), dis.index.min(), dis.index.max())
-            ax.imshow(dis.values, origin="lower", extent=ext, cmap="Greys", vmin=0, vmax=0.5,
-                      aspect="auto", interpolation="nearest")
-            n_cls = int(max(data["label"].max(), sub["value"].max())) + 1 if len(data) else 2
-            levels = np.arange(n_cls - 1) + 0.5
+            # one fixed scale (0 to 0.5) for every panel, so that the panels compare
+            image = ax.imshow(dis.values, origin="lower", extent=ext, cmap="Greys", vmin=0,
+                              vmax=0.5, aspect="auto", interpolation="nearest")
+            k = int(max(n_cls - 1, sub["value"].max())) + 1
+            levels = np.arange(k - 1) + 0.5
             for _, real in sub[sub["kind"] == "realization"].groupby("realization"):
                 img = _pivot(real)
                 ax.contour(img.columns, img.index, img.values, levels=levels, colors="tab:blue",
@@ -69,8 +80,9 @@ def draw_boundaries(frames, options):
             if pop.size and np.nanmin(pop.values) != np.nanmax(pop.values):
                 ax.contour(pop.columns, pop.index, pop.values, levels=levels, colors="black",
                            linewidths=1.0, linestyles="--")
-            ax.scatter(data["x0"], data["x1"], c=data["label"], cmap="RdYlGn", s=4,
-                       linewidths=0, alpha=0.8)
+            ax.scatter(data["x0"], data["x1"], c=data["label"], cmap=class_cmap(n_cls), vmin=0,
+                       vmax=max(n_cls - 1, 1), s=5, linewidths=0.3, edgecolors="white",
+                       alpha=0.9)
             row = summary[(summary["norm"] == norm) & (summary["seed"] == seed)
                           & (summary["batch_size"] == b) & (summary["step"] == step)
                           & (summary["layer"] == "boundary")]
@@ -84,11 +96,12 @@ def draw_boundaries(frames, options):
             ax.set_yticks([])
     handles = [Line2D([], [], color="tab:blue", lw=0.8, label="one mini-batch's boundary"),
                Line2D([], [], color="black", ls="--", label="training-set statistics")]
-    fig.legend(handles=handles, loc="lower center", ncol=2, frameon=False,
-               bbox_to_anchor=(0.5, -0.02))
+    if image is not None:
+        fig.colorbar(image, ax=axes, shrink=0.6,
+                     label="fraction of realizations\ndisagreeing with the majority class")
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False)
     fig.suptitle(title(df, f"decision-boundary jitter across mini-batches (Fig. 6), seed {seed}"))
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    return fig
+    return finish(fig)
 
 
 def draw_prop2(frames, options):
@@ -98,9 +111,10 @@ def draw_prop2(frames, options):
         return _message(df, "BN statistics jitter vs Proposition 2",
                         "not applicable: no BatchNorm layers in this experiment's runs")
     ok = ok.assign(**{"|B|": ok["batch_size"].astype(str), "layer": ok["layer_index"]})
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
-    for ax, (stat, label) in zip(axes[:2], (("mu", "var(mu)"), ("sigma2", "var(sigma^2)")),
-                                 strict=True):
+    fig, axes = figure(1, 3, height=4.4)
+    axes = axes[0]
+    for ax, (stat, what) in zip(axes[:2], (("mu", "var(μ)"), ("sigma2", "var(σ²)")),
+                                strict=True):
         emp, pred = f"var_{stat}_emp", f"var_{stat}_pred"
         d = ok[(ok[emp] > 0) & (ok[pred] > 0)]
         if d.empty:
@@ -112,15 +126,14 @@ def draw_prop2(frames, options):
         ax.plot([lo, hi], [lo, hi], color="grey", lw=1, ls=":")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel(f"predicted {label} (population moments)")
-        ax.set_ylabel(f"empirical {label} over mini-batches")
-        ax.set_title(f"{label}, mean over units")
-        if ax.get_legend() is not None:
-            sns.move_legend(ax, "upper left", frameon=False, fontsize=7)
+        ax.set_xlabel(f"predicted {what} (population)")
+        ax.set_ylabel(f"empirical {what} (mini-batches)")
+        ax.set_title(f"{what}, mean over units")
     long = ok.melt(id_vars=["layer", "|B|", "step", "seed", "norm"],
                    value_vars=["ratio_mu", "ratio_sigma2"], var_name="statistic",
                    value_name="ratio")
     long = long[np.isfinite(long["ratio"]) & (long["ratio"] > 0)]
+    long["statistic"] = long["statistic"].map({"ratio_mu": "var(μ)", "ratio_sigma2": "var(σ²)"})
     ax = axes[2]
     if not long.empty:
         sns.lineplot(long, x="layer", y="ratio", hue="|B|", style="statistic", marker="o",
@@ -128,11 +141,11 @@ def draw_prop2(frames, options):
         ax.set_yscale("log")
         ax.axhline(1.0, color="grey", lw=1, ls=":")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1), frameon=False)
+        ax.set_xlabel(label("layer"))
+        ax.set_ylabel(label("ratio"))
     ax.set_title("empirical / predicted (1 = Prop. 2 holds)")
     fig.suptitle(title(df, "jitter of BN's mu and sigma^2 across mini-batches vs Proposition 2"))
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 register(Family(

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from . import Family, Section, register, register_section
+from . import Family, Section, figure, finish, register, register_section
 
 
 def _rec(df: pd.DataFrame, record: str) -> pd.DataFrame:
@@ -77,8 +77,8 @@ def _plane(ax, df: pd.DataFrame) -> None:
     ax.set_xlim(-lim, lim)
     ax.set_ylim(-lim, lim)
     ax.set_aspect("equal")
-    ax.set_xlabel("w1")
-    ax.set_ylabel("w2")
+    ax.set_xlabel("weight w1")
+    ax.set_ylabel("weight w2")
     ax.set_title("GD on the BN loss (o start, X end); red: GD on C")
     ax.legend(fontsize=7, loc="lower left")
 
@@ -119,14 +119,14 @@ def _convergence(ax, df: pd.DataFrame) -> None:
 
 def draw(frames, options):
     df = frames[0]
-    fig, axes = plt.subplots(1, 3, figsize=(17.0, 5.4))
+    fig, axes = figure(1, 3, height=6.0)
+    axes = axes[0]
     _plane(axes[0], df)
     _directions(axes[1], df)
     _convergence(axes[2], df)
     fig.suptitle("Dannemann & Junike: a linear neuron with BN (gamma = 1, beta = 0) on three "
                  "samples")
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 register(Family(

@@ -2,27 +2,37 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import seaborn as sns
 
-from . import Family, Section, norm_order, register, register_section, seed_ci, title
+from . import (
+    Family,
+    Section,
+    figure,
+    finish,
+    label,
+    norm_order,
+    register,
+    register_section,
+    seed_ci,
+    title,
+)
 
 
 def draw(frames, options):
     df = frames[0]
     classification = df["test_accuracy"].notna().any()
     cols = ["loss_gap", "test_loss"] + (["accuracy_gap", "test_accuracy"] if classification else [])
-    fig, axes = plt.subplots(1, len(cols), figsize=(3.6 * len(cols), 3.8), squeeze=False)
+    fig, axes = figure(1, len(cols), height=3.8)
     order = norm_order(df)
     for ax, col in zip(axes[0], cols, strict=True):
         sns.barplot(df, x="norm", y=col, order=order, errorbar=seed_ci, ax=ax, alpha=0.6)
         sns.stripplot(df, x="norm", y=col, order=order, color="black", size=4, ax=ax)
         ax.tick_params(axis="x", rotation=30)
-        ax.set_title(col.replace("_", " "))
+        ax.set_title(label(col))
         ax.set_xlabel("")
+        ax.set_ylabel(label(col))
     fig.suptitle(title(df, "generalization"))
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 register(Family(

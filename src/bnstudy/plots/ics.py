@@ -11,27 +11,31 @@ Hue = normalizer, bands = 95% Student-t CI over seeds, one figure per experiment
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
 from .. import tables
-from . import Family, Section, norm_order, register, register_section, seed_ci, title
+from . import (
+    Family,
+    Section,
+    figure,
+    finish,
+    label,
+    norm_order,
+    register,
+    register_section,
+    seed_ci,
+    step_axis,
+    title,
+)
 
-GRAD = (("grad_l2_diff", "||G - G'||_2"), ("grad_rel_diff", "||G - G'||_2 / ||G||_2"),
-        ("grad_cosine", "cos(G, G')"))
+GRAD = tuple((c, label(c)) for c in ("grad_l2_diff", "grad_rel_diff", "grad_cosine"))
 
 
 def _steps(df: pd.DataFrame) -> list[int]:
     return sorted(int(s) for s in df["step"].unique())
-
-
-def _legend_outside(fig, axes) -> None:
-    for ax in axes.flat:
-        if ax.get_legend() is not None:
-            sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
 
 
 def representative_layers(df: pd.DataFrame) -> list[int]:
@@ -48,11 +52,9 @@ def _layer_label(df: pd.DataFrame, layer: int) -> str:
 
 
 def _scale(ax, values, steps=None) -> None:
-    """Symlog step axis ticked at the checkpoint steps; log y when the values span > 50x."""
+    """Symlog step axis ticked at 0, 1, 10, ...; log y when the values span > 50x."""
     if steps is not None:
-        ax.set_xscale("symlog", linthresh=1.0)
-        ax.set_xticks(steps)
-        ax.set_xticklabels([str(s) for s in steps])
+        step_axis(ax, steps)
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v) & (v > 0)]
     if len(v) and v.max() / v.min() > 50:
@@ -64,22 +66,19 @@ def _scale(ax, values, steps=None) -> None:
 def draw_gradient(frames, options):
     df = frames[0]
     layers, order = representative_layers(df), norm_order(df)
-    fig, axes = plt.subplots(len(GRAD), len(layers), figsize=(4.4 * len(layers), 3.0 * len(GRAD)),
-                             squeeze=False, sharex=True)
+    fig, axes = figure(len(GRAD), len(layers), height=3.0, sharex=True)
     for c, layer in enumerate(layers):
         d = df[df["layer"] == layer]
-        for r, (col, label) in enumerate(GRAD):
+        for r, (col, ylab) in enumerate(GRAD):
             ax = axes[r, c]
             sns.lineplot(d, x="step", y=col, hue="norm", hue_order=order, marker="o",
                          errorbar=seed_ci, ax=ax, legend=(r == 0 and c == len(layers) - 1))
             _scale(ax, d[col] if col != "grad_cosine" else [1.0], _steps(df))
-            ax.set_ylabel(label if c == 0 else "")
+            ax.set_ylabel(ylab if c == 0 else "")
             if r == 0:
                 ax.set_title(_layer_label(df, layer))
     fig.suptitle(title(df, "gradient ICS (Santurkar Def. 2.1) over training"))
-    _legend_outside(fig, axes)
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def draw_depth(frames, options):
@@ -88,24 +87,23 @@ def draw_depth(frames, options):
     if (df["layer"] > 1).any():
         df = df[df["layer"] > 1]  # layer 1 has no preceding layers: G' = G by definition
     rows = GRAD[1:]
-    fig, axes = plt.subplots(len(rows), len(steps), figsize=(3.4 * len(steps), 3.0 * len(rows)),
-                             squeeze=False, sharex=True, sharey="row")
+    fig, axes = figure(len(rows), len(steps), height=3.0, sharex=True, sharey="row")
     for c, step in enumerate(steps):
         d = df[df["step"] == step]
-        for r, (col, label) in enumerate(rows):
+        for r, (col, ylab) in enumerate(rows):
             ax = axes[r, c]
             sns.lineplot(d, x="layer", y=col, hue="norm", hue_order=order, marker=".",
                          errorbar=seed_ci, ax=ax, legend=(r == 0 and c == len(steps) - 1))
-            ax.set_ylabel(label if c == 0 else "")
+            ax.set_ylabel(ylab if c == 0 else "")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             if r == 0:
                 ax.set_title(f"step {step}")
     _scale(axes[0, 0], df[rows[0][0]])
     _scale(axes[1, 0], [1.0])
+    for ax in axes[-1]:
+        ax.set_xlabel(label("layer"))
     fig.suptitle(title(df, "gradient ICS by layer"))
-    _legend_outside(fig, axes)
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def _shift_long(d: pd.DataFrame, stat: str) -> pd.DataFrame:
@@ -121,24 +119,21 @@ def draw_distribution(frames, options):
     df = frames[0]
     layers, order = representative_layers(df), norm_order(df)
     stats = (("mean", "mean |Δμ| of layer input"), ("var", "mean |Δσ²| of layer input"))
-    fig, axes = plt.subplots(2, len(layers), figsize=(4.4 * len(layers), 6.0), squeeze=False,
-                             sharex=True)
+    fig, axes = figure(2, len(layers), height=3.0, sharex=True)
     for c, layer in enumerate(layers):
         d = df[df["layer"] == layer]
-        for r, (stat, label) in enumerate(stats):
+        for r, (stat, ylab) in enumerate(stats):
             ax, long = axes[r, c], _shift_long(d, stat)
             sns.lineplot(long, x="step", y="shift", hue="norm", hue_order=order, style="interval",
                          style_order=["one update t -> t+1", "since previous checkpoint"],
                          marker="o", errorbar=seed_ci, ax=ax,
                          legend=(r == 0 and c == len(layers) - 1))
             _scale(ax, long["shift"], _steps(df))
-            ax.set_ylabel(label if c == 0 else "")
+            ax.set_ylabel(ylab if c == 0 else "")
             if r == 0:
                 ax.set_title(_layer_label(df, layer))
     fig.suptitle(title(df, "distributional ICS of layer inputs (probe batch, cf. Fig. 8)"))
-    _legend_outside(fig, axes)
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def _run_means(df: pd.DataFrame, col: str) -> pd.Series:
@@ -167,8 +162,8 @@ def findings(frames: dict[str, pd.DataFrame]) -> str:
         first = df[df["experiment"] == exp].iloc[0]
         norms = norm_order(df[df["experiment"] == exp])
         stats = "; ".join(
-            f"{label}: " + ", ".join(f"{n} {_fmt(means[c].loc[(exp, n)])}" for n in norms)
-            for c, label in cols.items())
+            f"{what}: " + ", ".join(f"{n} {_fmt(means[c].loc[(exp, n)])}" for n in norms)
+            for c, what in cols.items())
         parts.append(f"{exp} ({first['dataset']} / {first['model']}): {stats}.")
         if {"none", "batchnorm"} <= set(norms):
             mis = means["grad_misalignment"]

@@ -7,12 +7,21 @@ training setup's lr give that range here; diverged runs are drawn at the top of 
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from . import Family, Section, norm_order, register, register_section, seed_ci
+from . import (
+    Family,
+    Section,
+    figure,
+    finish,
+    label,
+    norm_order,
+    register,
+    register_section,
+    seed_ci,
+)
 
 
 def final_losses(df: pd.DataFrame) -> pd.DataFrame:
@@ -45,7 +54,7 @@ def draw(frames, options):
     panels = sorted({k[:2] for k in n_lr[n_lr >= 2].index})  # only the swept dataset/models
     if not panels:
         raise ValueError("no dataset/model/normalizer is trained at two or more learning rates")
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.0), squeeze=False)
+    fig, axes = figure(1, len(panels), height=4.0)
     order = norm_order(runs)
     for ax, (ds, model) in zip(axes[0], panels, strict=True):
         d = runs[(runs["dataset"] == ds) & (runs["model"] == model)].copy()
@@ -53,7 +62,7 @@ def draw(frames, options):
         top = finite.max() * 2 if len(finite) else 1.0
         d["plotted"] = d["final_train_loss"].where(np.isfinite(d["final_train_loss"]), top)
         sns.lineplot(d[~d["diverged"]], x="lr", y="plotted", hue="norm", hue_order=order,
-                     marker="o", errorbar=seed_ci, ax=ax)
+                     marker="o", errorbar=seed_ci, ax=ax, legend=(ax is axes[0, -1]))
         div = d[d["diverged"]]
         if len(div):
             sns.scatterplot(div, x="lr", y="plotted", hue="norm", hue_order=order, marker="X",
@@ -64,10 +73,10 @@ def draw(frames, options):
         if len(finite) and finite.min() > 0:
             ax.set_yscale("log")
         ax.set_title(f"{ds} / {model}")
-        ax.set_ylabel("final train loss")
+        ax.set_ylabel(label("final_train_loss"))
+        ax.set_xlabel(label("lr"))
     fig.suptitle("learning-rate sweep: final training loss by learning rate")
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def findings(frames) -> str:

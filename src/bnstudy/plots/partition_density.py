@@ -6,9 +6,24 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.colors import PowerNorm
 from matplotlib.ticker import MaxNLocator
 
-from . import Family, Section, norm_order, register, register_section, seed_ci, title
+from . import (
+    Family,
+    Section,
+    class_cmap,
+    figure,
+    finish,
+    label,
+    message,
+    norm_order,
+    register,
+    register_section,
+    seed_ci,
+    step_axis,
+    title,
+)
 
 SETS = ["train", "test", "random"]
 STAGES = ["init", "final"]
@@ -19,13 +34,9 @@ def _applicable(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _not_applicable(df: pd.DataFrame, what: str) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(6, 1.6))
-    ax.axis("off")
-    ax.text(0.5, 0.5, "not applicable: the network has no kinked activation (linear), so its\n"
-            "input space has no partition and there are no boundaries to count",
-            ha="center", va="center")
-    fig.suptitle(title(df, what))
-    return fig
+    return message("not applicable: the network has no kinked activation (linear), so its\n"
+                   "input space has no partition and there are no boundaries to count",
+                   title(df, what))
 
 
 def _r(df: pd.DataFrame, r: float) -> str:
@@ -58,8 +69,7 @@ def draw_steps(frames, options):
     ok = ok[ok["layer"] == "all"]
     radii = sorted(ok["radius"].unique())
     sets = [s for s in SETS if s in set(ok["point_set"])]
-    fig, axes = plt.subplots(len(radii), len(sets), figsize=(4.2 * len(sets), 3.0 * len(radii)),
-                             squeeze=False, sharex=True, sharey="row")
+    fig, axes = figure(len(radii), len(sets), height=3.0, sharex=True, sharey="row")
     order = norm_order(ok)
     for i, r in enumerate(radii):
         for j, s in enumerate(sets):
@@ -67,14 +77,11 @@ def draw_steps(frames, options):
             sub = ok[(ok["radius"] == r) & (ok["point_set"] == s)]
             sns.lineplot(sub, x="step", y="boundaries", hue="norm", hue_order=order, marker="o",
                          errorbar=seed_ci, ax=ax, legend=(i == 0 and j == len(sets) - 1))
-            ax.set_xscale("symlog", linthresh=1)
+            step_axis(ax, ok["step"].unique())
             ax.set_title(f"{s} points, {_r(ok, r)}")
-            ax.set_ylabel("boundaries per point" if j == 0 else "")
-            if ax.get_legend() is not None:
-                sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1))
+            ax.set_ylabel(label("boundaries") if j == 0 else "")
     fig.suptitle(title(ok, "partition density over training (all layers)"))
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def draw_sets(frames, options):
@@ -84,7 +91,7 @@ def draw_sets(frames, options):
         return _not_applicable(df, "partition density by point set")
     ok = _stages(ok[ok["layer"] == "all"])
     radii = sorted(ok["radius"].unique())
-    fig, axes = plt.subplots(len(radii), 2, figsize=(10, 3.0 * len(radii)), squeeze=False)
+    fig, axes = figure(len(radii), 2, height=3.0)
     order = norm_order(ok)
     for i, r in enumerate(radii):
         for j, stage in enumerate(STAGES):
@@ -99,12 +106,9 @@ def draw_sets(frames, options):
             step = int(sub["step"].max())
             ax.set_title(f"{stage} (step {step}), {_r(ok, r)}")
             ax.set_xlabel("")
-            ax.set_ylabel("boundaries per point" if j == 0 else "")
-            if ax.get_legend() is not None:
-                sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1))
+            ax.set_ylabel(label("boundaries") if j == 0 else "")
     fig.suptitle(title(df, "partition density: train vs test vs random points (all layers)"))
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def draw_layers(frames, options):
@@ -115,21 +119,17 @@ def draw_layers(frames, options):
     r = _mid_radius(ok)
     ok = _stages(ok[(ok["layer"] != "all") & (ok["radius"] == r)])
     sets = [s for s in SETS if s in set(ok["point_set"])]
-    fig, axes = plt.subplots(1, len(sets), figsize=(4.4 * len(sets), 3.6), squeeze=False,
-                             sharey=True)
+    fig, axes = figure(1, len(sets), height=3.6, sharey=True)
     for ax, s in zip(axes[0], sets, strict=True):
         sns.lineplot(ok[ok["point_set"] == s], x="layer_index", y="fraction", hue="norm",
                      hue_order=norm_order(ok), style="stage", style_order=STAGES, marker="o",
                      errorbar=seed_ci, ax=ax, legend=(s == sets[-1]))
         ax.set_title(f"{s} points, {_r(ok, r)}")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("layer")
-        ax.set_ylabel("fraction of the layer's neurons")
-        if ax.get_legend() is not None:
-            sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1))
+        ax.set_xlabel(label("layer_index"))
+        ax.set_ylabel(label("fraction"))
     fig.suptitle(title(df, "partition density per layer (init vs final)"))
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def draw_maps(frames, options):
@@ -142,20 +142,28 @@ def draw_maps(frames, options):
     groups = [g for g in ("first", "middle", "last", "all") if g in set(grid["group"])]
     panels = [(n, s) for n in order for s in STAGES if not grid[(grid["norm"] == n)
                                                                 & (grid["stage"] == s)].empty]
-    fig, axes = plt.subplots(len(panels), len(groups), figsize=(2.9 * len(groups),
-                             2.7 * len(panels)), squeeze=False)
-    for i, (norm, stage) in enumerate(panels):
-        for j, g in enumerate(groups):
+    fig, axes = figure(len(panels), len(groups), height=2.7, layout="constrained")
+    n_cls = int(data["label"].max()) + 1 if len(data) else 2
+    for j, g in enumerate(groups):
+        # one colour scale per column (layer group): its panels are compared across rows
+        col_max = grid.loc[grid["group"] == g, "boundaries"].max()
+        vtop = max(float(col_max), 1e-12) if np.isfinite(col_max) else 1.0
+        image = None
+        for i, (norm, stage) in enumerate(panels):
             ax = axes[i, j]
             sub = grid[(grid["norm"] == norm) & (grid["stage"] == stage) & (grid["group"] == g)]
             img = sub.pivot_table(index="x1", columns="x0", values="boundaries")
             vmax = float(np.nanmax(img.values)) if img.size else 0.0
-            ax.imshow(img.values, origin="lower", cmap="Greys", vmin=0, vmax=max(vmax, 1e-12),
-                      extent=(img.columns.min(), img.columns.max(), img.index.min(),
-                              img.index.max()), aspect="auto", interpolation="nearest")
+            if img.size:
+                image = ax.imshow(img.values, origin="lower", cmap="Greys",
+                                  norm=PowerNorm(0.5, vmin=0, vmax=vtop),
+                                  extent=(img.columns.min(), img.columns.max(), img.index.min(),
+                                          img.index.max()), aspect="auto",
+                                  interpolation="nearest")
             pts = data[data["norm"] == norm]
-            ax.scatter(pts["x0"], pts["x1"], c=pts["label"], cmap="coolwarm", s=3, alpha=0.6,
-                       linewidths=0)
+            ax.scatter(pts["x0"], pts["x1"], c=pts["label"], cmap=class_cmap(n_cls), vmin=0,
+                       vmax=max(n_cls - 1, 1), s=5, alpha=0.9, linewidths=0.3,
+                       edgecolors="white")
             layer = int(sub["layer_index"].iloc[0]) if len(sub) else 0
             which = "all layers" if g == "all" else f"{g} (layer {layer})"
             ax.set_title(f"{which}\nmax {vmax:.0f}", fontsize=8)
@@ -164,10 +172,12 @@ def draw_maps(frames, options):
             if j == 0:
                 step = int(sub["step"].iloc[0]) if len(sub) else 0
                 ax.set_ylabel(f"{norm}\n{stage} (step {step})", fontsize=8)
+        if image is not None:
+            fig.colorbar(image, ax=axes[:, j], orientation="horizontal", shrink=0.8,
+                         label="boundaries (√ scale)")
     radius = float(grid["radius"].iloc[0]) if len(grid) else float("nan")
     fig.suptitle(title(df, f"partition density maps, seed {seed}, {_r(grid, radius)}"))
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 register(Family(
@@ -210,10 +220,12 @@ register(Family(
     "partition_density_maps", draw_maps, tables=("partition_density_maps",),
     module="partition_density", datasets=("star2d",), in_experiment=maps_measured, caption=(
         "The picture of BN-Explained Fig. 3: partition density over a grid covering the 2-D "
-        "data (darker = more boundaries within map_radius of that location), "
+        "data (darker = more boundaries within map_radius of that location, square-root colour "
+        "scale), "
         "for the first, middle and last hidden layer and all layers (columns), per normalizer "
-        "at initialization and at the last checkpoint (rows), first seed; each panel is "
-        "normalized by its own maximum (printed). Dots are the training points by class."),
+        "at initialization and at the last checkpoint (rows), first seed; the panels of a column "
+        "share one colour scale (colour bar below it; each panel's maximum is printed). Dots "
+        "are the training points by class."),
 ))
 
 

@@ -4,12 +4,23 @@ loss and gradient change along the gradient direction at each checkpoint."""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from . import Family, Section, norm_order, register, register_section, seed_ci, title
+from . import (
+    Family,
+    Section,
+    figure,
+    finish,
+    label,
+    norm_order,
+    register,
+    register_section,
+    seed_ci,
+    step_axis,
+    title,
+)
 
 
 def _finite(df: pd.DataFrame, col: str) -> pd.DataFrame:
@@ -23,23 +34,15 @@ def _log_if_wide(ax, values, axis: str = "y") -> None:
         (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
 
 
-def _step_axis(ax, steps) -> None:
-    if len(steps) and max(steps) > 10:
-        ax.set_xscale("symlog", linthresh=1)
-        ax.set_xlim(left=0, right=max(steps) * 1.15)
-    ax.set_xlabel("training step")
-
-
 def draw_landscape(frames, options):
     df = frames[0]
     order = norm_order(df)
     palette = dict(zip(order, sns.color_palette(n_colors=len(order)), strict=True))
-    metrics = [("grad_pred_max", "gradient predictiveness\nmax ‖∇L(w−ηg) − g‖₂"),
-               ("beta_eff", "effective β-smoothness\nmax ‖∇L(w−ηg) − g‖₂ / ‖ηg‖₂")]
+    metrics = ["grad_pred_max", "beta_eff"]
     if np.isfinite(df["hessian_top"].astype(float)).any():
-        metrics.append(("hessian_top", "top Hessian eigenvalue at w"))
+        metrics.append("hessian_top")
     n = 1 + len(metrics)
-    fig, axes = plt.subplots(1, n, figsize=(4.4 * n, 3.9), squeeze=False)
+    fig, axes = figure(1, n, height=3.9)
     ax = axes[0, 0]
     for norm in order:
         g = df[df["norm"] == norm].groupby("step")
@@ -48,49 +51,47 @@ def draw_landscape(frames, options):
         ax.fill_between(lo.index, lo.values, hi.values, color=palette[norm], alpha=0.25)
         ax.plot(g["loss"].mean(), color=palette[norm], label=norm)
     _log_if_wide(ax, pd.concat([df["loss_min"], df["loss_max"]]))
-    _step_axis(ax, df["step"].unique())
+    step_axis(ax, df["step"].unique())
     ax.set_title("loss variation along −g\n(band: min–max over probes)")
     ax.set_ylabel("mini-batch loss")
-    ax.legend(title="norm", fontsize="small")
-    for ax, (col, label) in zip(axes[0, 1:], metrics, strict=True):
+    handles, names = ax.get_legend_handles_labels()
+    for ax, col in zip(axes[0, 1:], metrics, strict=True):
         d = _finite(df, col)
         if len(d):
             sns.lineplot(d, x="step", y=col, hue="norm", hue_order=order, palette=palette,
                          errorbar=seed_ci, marker="o", ax=ax, legend=False)
             if col != "hessian_top":
                 _log_if_wide(ax, d[col])
-        _step_axis(ax, df["step"].unique())
-        ax.set_title(label)
-        ax.set_ylabel(col)
+        step_axis(ax, df["step"].unique())
+        ax.set_title(label(col))
+        ax.set_ylabel(label(col).split("\n")[0])
+    axes[0, -1].legend(handles, names, title=label("norm"), fontsize="small")
     fig.suptitle(title(df, "loss-landscape smoothness along the gradient"))
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def draw_probes(frames, options):
     df = frames[0]
     order = norm_order(df)
     steps = sorted(df["step"].unique())
-    fig, axes = plt.subplots(2, len(steps), figsize=(3.4 * len(steps), 6.4), squeeze=False,
-                             sharex=True)
+    fig, axes = figure(2, len(steps), height=3.2, sharex=True)
     for j, step in enumerate(steps):
         d = df[df["step"] == step]
-        for i, (col, label) in enumerate((("loss", "loss L(w − ηg)"),
+        for i, (col, ylab) in enumerate((("loss", "loss L(w − ηg)"),
                                           ("grad_diff", "‖∇L(w − ηg) − g‖₂"))):
             ax = axes[i, j]
             f = _finite(d, col)
             if len(f):
                 sns.lineplot(f, x="multiplier", y=col, hue="norm", hue_order=order,
                              errorbar=seed_ci, marker="o", ax=ax,
-                             legend=(i == 0 and j == 0))
+                             legend=(i == 0 and j == len(steps) - 1))
                 _log_if_wide(ax, f[col])
             _log_if_wide(ax, d["multiplier"], axis="x")
             ax.set_title(f"step {step}" if i == 0 else "")
-            ax.set_ylabel(label if j == 0 else "")
-            ax.set_xlabel("η / lr" if i == 1 else "")
+            ax.set_ylabel(ylab if j == 0 else "")
+            ax.set_xlabel(label("multiplier") if i == 1 else "")
     fig.suptitle(title(df, "loss and gradient change along the gradient direction"))
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 register(Family(

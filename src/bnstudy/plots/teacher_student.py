@@ -12,7 +12,7 @@ import seaborn as sns
 
 from .. import luo_theory as lt
 from ..tables import mean_ci
-from . import Family, register, seed_ci
+from . import Family, figure, finish, label, message, register, seed_ci, step_axis
 
 CRITICAL = {"linear": 1.0, "relu": 2.0}  # where the vanilla closed form diverges
 PANEL = ["activation", "S", "N"]
@@ -68,10 +68,7 @@ def batch_swept(config: dict) -> bool:
 
 
 def _empty(what: str) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(6, 1.4))
-    ax.axis("off")
-    ax.text(0.5, 0.5, what, ha="center", va="center")
-    return fig
+    return message(what)
 
 
 def _stats(g: pd.DataFrame, by: str, col: str) -> pd.DataFrame:
@@ -100,7 +97,7 @@ def draw_alpha(frames, options):
     last = last[last["arm"].isin(arms)]
     panels = sorted(last.groupby(PANEL).groups)
     colors = dict(zip(arms, sns.color_palette(n_colors=len(arms)), strict=True))
-    fig, axes = plt.subplots(len(panels), 1, figsize=(11.0, 5.0 * len(panels)), squeeze=False)
+    fig, axes = figure(len(panels), 1, height=5.0)
     for ax, (act, noise, n) in zip(axes[:, 0], panels, strict=True):
         p = last[(last["activation"] == act) & (last["S"] == noise) & (last["N"] == n)]
         lo_a, hi_a = float(p["alpha"].min()), float(p["alpha"].max())
@@ -139,13 +136,12 @@ def draw_alpha(frames, options):
                      float(np.nanmin(lt.eps_sgd(grid, noise, act))))
         ax.set_yscale("log")
         ax.set_ylim(0.7 * bottom, 1.6 * top)
-        ax.set_xlabel("load alpha = P / N")
+        ax.set_xlabel(label("alpha"))
         ax.set_ylabel("generalization error (noise-free teacher)")
         ax.set_title(f"{act} student, N = {n}, S = {noise:g}")
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle("Luo §4 teacher-student: generalization error vs load")
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def draw_batch(frames, options):
@@ -154,18 +150,19 @@ def draw_batch(frames, options):
     if not groups:
         return _empty("no batch-size sweep in this study (one normalizer and load trained at "
                       "two or more mini-batch sizes)")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = figure(1, 2, height=4.2)
+    axes = axes[0]
     colors = sns.color_palette(n_colors=len(groups))
     for color, (norm, alpha, act, noise, n) in zip(colors, groups, strict=True):
         g = last[(last["norm"] == norm) & (last["alpha"] == alpha) & (last["activation"] == act)
                  & (last["S"] == noise) & (last["N"] == n) & (last["batch_size"] < last["P"])]
-        label = f"{norm}, alpha={alpha:g}, N={n}"
+        arm = f"{norm}, alpha={alpha:g}, N={n}"
         ms = np.array(sorted(g["batch_size"].unique()))
         zetas = g.groupby("batch_size")["zeta"].first().reindex(ms).to_numpy()
         conv = str(g["convention"].iloc[0])
         for ax, col, k in ((axes[0], "gamma2", 0), (axes[1], "err", None)):
             _errorbar(ax, _stats(g, "batch_size", col), "batch_size", color,
-                      f"{label}: measured", log=True)
+                      f"{arm}: measured", log=True)
             if act != "linear" or not np.all(np.isfinite(zetas)):
                 continue
             if k == 0:
@@ -176,14 +173,13 @@ def draw_batch(frames, options):
                 sh = [lt.eps_shrinkage_linear(alpha, noise, z) for z in zetas]
             ax.plot(ms, wn, color=color, ls="--", label="WN + gamma decay at zeta(M)")
             ax.plot(ms, sh, color=color, ls=":", label="shrinkage mean field at zeta(M)")
-    for ax, what in zip(axes, ("gamma^2 = ||w~||^2 / N", "generalization error"), strict=True):
+    for ax, col in zip(axes, ("gamma2", "err"), strict=True):
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("batch size M")
-        ax.set_ylabel(what)
-        ax.legend(fontsize=7)
+        ax.set_xlabel(label("batch_size"))
+        ax.set_ylabel(label(col))
+    axes[-1].legend(fontsize=7)  # the same lines in both panels
     fig.suptitle("Batch size: BN's regularization weakens as M grows (Luo §2, Fig. 2e-f)")
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def draw_curves(frames, options):
@@ -193,8 +189,7 @@ def draw_curves(frames, options):
     arms = main_arms(_last(df))
     df = df[df["arm"].isin(arms)]
     alphas = sorted(df["alpha"].unique())
-    fig, axes = plt.subplots(1, len(alphas), figsize=(3.6 * len(alphas), 3.8), squeeze=False,
-                             sharey=True)
+    fig, axes = figure(1, len(alphas), height=3.8, sharey=True)
     for j, (ax, alpha) in enumerate(zip(axes[0], alphas, strict=True)):
         g = df[df["alpha"] == alpha]
         sns.lineplot(g, x="epochs", y="err", hue="arm", hue_order=[a for a in arms
@@ -203,17 +198,14 @@ def draw_curves(frames, options):
         th = g["theory_sgd"].dropna()
         if len(th) and np.isfinite(th.iloc[0]):
             ax.axhline(float(th.iloc[0]), color="black", lw=1, ls="--")
-        ax.set_xscale("symlog", linthresh=1)
-        ax.set_xlim(left=0)
+        step_axis(ax, g["epochs"].unique(), what=label("epochs"))
         ax.set_yscale("log")
         ax.set_title(f"alpha = {alpha:g}")
         if j == len(alphas) - 1:
             ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-        ax.set_xlabel("epochs")
-        ax.set_ylabel("generalization error")
+        ax.set_ylabel(label("err"))
     fig.suptitle("Teacher-student learning curves (dashed: vanilla closed form)")
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 register(Family(

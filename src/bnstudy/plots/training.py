@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-from . import Family, Section, norm_order, register, register_section, seed_ci, title
+from . import (
+    Family,
+    Section,
+    figure,
+    finish,
+    norm_order,
+    register,
+    register_section,
+    seed_ci,
+    step_axis,
+    title,
+)
 
 
 def draw(frames, options):
@@ -14,11 +24,12 @@ def draw(frames, options):
     df = df[df["split"].isin(["train", "test"])]
     classification = df["accuracy"].notna().any()
     ncols = 2 if classification else 1
-    fig, axes = plt.subplots(1, ncols, figsize=(6.0 * ncols, 4.2), squeeze=False)
+    fig, axes = figure(1, ncols, height=4.2)
     order = norm_order(df)
     ax = axes[0, 0]
     sns.lineplot(df, x="step", y="loss", hue="norm", hue_order=order, style="split",
-                 style_order=["train", "test"], errorbar=seed_ci, ax=ax)
+                 style_order=["train", "test"], errorbar=seed_ci, ax=ax,
+                 legend=not classification)
     finite = df["loss"][np.isfinite(df["loss"])]
     if len(finite) and finite.min() > 0 and finite.max() / finite.min() > 50:
         ax.set_yscale("log")
@@ -26,11 +37,12 @@ def draw(frames, options):
     if classification:
         sns.lineplot(df, x="step", y="accuracy", hue="norm", hue_order=order, style="split",
                      style_order=["train", "test"], errorbar=seed_ci, ax=axes[0, 1],
-                     legend=False)
+                     legend=True)
         axes[0, 1].set_title("accuracy")
+    for a in axes[0]:
+        step_axis(a, df["step"].unique())
     fig.suptitle(title(df, "training curves"))
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 register(Family(
