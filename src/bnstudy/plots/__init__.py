@@ -241,6 +241,9 @@ def _outside(ax) -> None:
     for text in leg.get_texts():  # seaborn's sub-titles of hue and style ("norm", "split")
         if text.get_text() in ("norm", "point_set", "batch_size", "layer_index"):
             text.set_text(label(text.get_text()))
+    anchor = leg.get_bbox_to_anchor().transformed(ax.transAxes.inverted())
+    if anchor.x0 >= 1.0 and getattr(leg, "_loc", None) in (2, 3, 6):  # left edge anchored
+        return  # already right of the axes (moving it would redraw its handles plainer)
     try:
         spec = ax.get_subplotspec().get_topmost_subplotspec()
         last_col = spec.is_last_col()

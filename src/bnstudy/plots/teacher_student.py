@@ -177,7 +177,8 @@ def draw_batch(frames, options):
         ax.set_xscale("log", base=2)
         ax.set_xlabel(label("batch_size"))
         ax.set_ylabel(label(col))
-    axes[-1].legend(fontsize=7)  # the same lines in both panels
+    # the same lines in both panels
+    axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle("Batch size: BN's regularization weakens as M grows (Luo §2, Fig. 2e-f)")
     return finish(fig)
 
