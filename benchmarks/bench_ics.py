@@ -23,7 +23,10 @@ import time
 import torch
 import yaml
 
-from bnstudy import data, ics, models, training
+from bnstudy import data
+from bnstudy.measures import ics
+from bnstudy.networks import models
+from bnstudy.train import loop as training
 
 
 class PassCounter:

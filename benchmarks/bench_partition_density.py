@@ -33,9 +33,11 @@ import numpy as np
 import torch
 import yaml
 
-from bnstudy import data, models, partition_maps
-from bnstudy import partition_density as pdm
-from bnstudy import partition_polytope as pdp
+from bnstudy import data
+from bnstudy.measures.partition import maps as partition_maps
+from bnstudy.measures.partition import measure as pdm
+from bnstudy.measures.partition import polytope as pdp
+from bnstudy.networks import models
 
 ROOT = Path(__file__).resolve().parents[1]
 

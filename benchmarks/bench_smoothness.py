@@ -21,8 +21,10 @@ import time
 import torch
 import yaml
 
-from bnstudy import data, smoothness, training
-from bnstudy.training import TrainConfig, loss_fn
+from bnstudy import data
+from bnstudy.measures import smoothness
+from bnstudy.train import loop as training
+from bnstudy.train.loop import TrainConfig, loss_fn
 
 
 def best_times(fns: dict, repeats: int) -> dict:

@@ -15,7 +15,8 @@ import time
 
 import torch
 
-from bnstudy import data, training
+from bnstudy import data
+from bnstudy.train import loop as training
 
 
 def bare_loop(spec, ds, steps):

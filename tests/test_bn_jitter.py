@@ -13,11 +13,13 @@ import torch
 import torch.nn.functional as F
 from conftest import make_spec
 
-from bnstudy import bn_jitter as bj
-from bnstudy import bn_jitter_maps as bjm
-from bnstudy import bn_jitter_stats as bjs
-from bnstudy import data, measures, models, plots, training
+from bnstudy import data, measures, plots
+from bnstudy.measures.jitter import maps as bjm
+from bnstudy.measures.jitter import measure as bj
+from bnstudy.measures.jitter import stats as bjs
+from bnstudy.networks import models
 from bnstudy.plots import bn_jitter as bjplots
+from bnstudy.train import loop as training
 
 
 def _net(norm="batchnorm", d_in=3, depth=2, width=6, seed=0, **cfg):

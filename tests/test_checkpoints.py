@@ -19,7 +19,9 @@ import torch
 from conftest import make_spec
 from test_resume import Killed, _counting, assert_same_run
 
-from bnstudy import checkpoints, cli, data, io, training
+from bnstudy import cli, data, io
+from bnstudy.train import checkpoints
+from bnstudy.train import loop as training
 
 SPEC = make_spec(norm="batchnorm", training={"lr": 0.05, "momentum": 0.9, "batch_size": 16,
                                              "steps": 20, "eval_every": 5,

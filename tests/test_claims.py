@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from bnstudy import claims
+from bnstudy.claims import ledger as claims
 
 
 def test_paired_effect_matches_a_paired_t_interval():

@@ -2,7 +2,8 @@
 
 import pytest
 
-from bnstudy import cli, data, measures, models, normalizers
+from bnstudy import cli, data, measures
+from bnstudy.networks import models, normalizers
 
 
 def test_version(capsys):

@@ -1,6 +1,6 @@
 """Dannemann & Junike's counterexample: closed-form and brute-force checks of the analysis.
 
-References computed here independently of bnstudy.dannemann: the plain normal equations, a
+References computed here independently of bnstudy.analyses.dannemann: the plain normal equations, a
 hand-written BN forward pass (mean, biased variance) with central differences, the BN output
 identity (zero mean, sum of squares M) that gives the minimal BN loss, and the squared distance
 from a point to a ray.
@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 import torch
 
-from bnstudy import analyses, dannemann
-from bnstudy import dannemann_example as dx
+from bnstudy import analyses
+from bnstudy.analyses import dannemann
+from bnstudy.theory import dannemann_example as dx
 
 X = np.array([[1.0, 1.0], [1.0, 2.0], [2.0, 3.0]])
 Y = np.array([2.0, 5.0, 13.0])

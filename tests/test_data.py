@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from bnstudy import data, realdata
+from bnstudy import data
+from bnstudy.data import files as realdata
 
 
 def test_star2d_labels_alternate_by_arm():

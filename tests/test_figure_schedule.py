@@ -3,8 +3,8 @@
 import pytest
 from workflow_utils import copy_workflow, snakemake, tiny_config, write_config
 
-from bnstudy import partition_density as pdm
 from bnstudy import plots
+from bnstudy.measures.partition import measure as pdm
 from bnstudy.plots import partition_density as pdplots
 
 

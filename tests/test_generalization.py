@@ -5,8 +5,10 @@ import pytest
 import torch
 from conftest import make_spec
 
-from bnstudy import generalization, measures, training
-from bnstudy.normalizers import batch_statistics_layers
+from bnstudy import measures
+from bnstudy.measures import generalization
+from bnstudy.networks.normalizers import batch_statistics_layers
+from bnstudy.train import loop as training
 
 
 def test_regression_gap_matches_numpy(linear_ds):

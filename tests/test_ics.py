@@ -9,7 +9,11 @@ import pytest
 import torch
 from conftest import make_spec
 
-from bnstudy import checkpoints, ics, measures, models, training
+from bnstudy import measures
+from bnstudy.measures import ics
+from bnstudy.networks import models
+from bnstudy.train import checkpoints
+from bnstudy.train import loop as training
 
 CPU = torch.device("cpu")
 NORMS = ("none", "batchnorm", "layernorm", "weightnorm")

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bnstudy import ledger_markdown as lm
+from bnstudy.claims import markdown as lm
 
 
 def _ledger(tmp_path, name, rows):

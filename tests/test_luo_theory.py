@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from bnstudy import luo_theory as lt
+from bnstudy.theory import luo as lt
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch import nn
 
-from bnstudy import models
+from bnstudy.networks import models
 
 
 def test_mlp_structure_and_injected_norm():

@@ -19,18 +19,13 @@ import pytest
 import torch
 from conftest import make_spec
 
-from bnstudy import (
-    checkpoints,
-    generalization,
-    ics,
-    models,
-    normalizers,
-    partition_bn,
-    smoothness,
-    training,
-)
-from bnstudy import norm_layers as nl
-from bnstudy import norm_layers_noisy as nln
+from bnstudy.measures import generalization, ics, smoothness
+from bnstudy.measures.partition import frozen_bn as partition_bn
+from bnstudy.networks import models, normalizers
+from bnstudy.networks.norms import layers as nl
+from bnstudy.networks.norms import noisy as nln
+from bnstudy.train import checkpoints
+from bnstudy.train import loop as training
 
 MLP = {"arch": "mlp", "depth": 2, "width": 6}
 VGG = {"arch": "vgg", "channels": [3, "M", 4]}

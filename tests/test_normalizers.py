@@ -11,8 +11,9 @@ import pytest
 import torch
 from torch import nn
 
-from bnstudy import generalization, models, normalizers
-from bnstudy import norm_layers as nl
+from bnstudy.measures import generalization
+from bnstudy.networks import models, normalizers
+from bnstudy.networks.norms import layers as nl
 
 EPS = 1e-5
 NEW = ["noisy_batchnorm", "ghost_batchnorm", "l1norm", "l2norm", "linfnorm", "instancenorm",

@@ -11,8 +11,11 @@ from conftest import make_spec
 from scipy import stats
 from torch.func import functional_call
 
-from bnstudy import checkpoints, io, models, normalizers, training
-from bnstudy import norm_population as npop
+from bnstudy import io
+from bnstudy.networks import models, normalizers
+from bnstudy.networks.norms import population as npop
+from bnstudy.train import checkpoints
+from bnstudy.train import loop as training
 
 EPS = 1e-5
 MLP = {"arch": "mlp", "depth": 2, "width": 6}

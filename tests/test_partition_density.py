@@ -10,10 +10,13 @@ import pytest
 import torch
 from conftest import make_spec
 
-from bnstudy import models, partition_bn, partition_maps, training
-from bnstudy import partition_density as pdm
-from bnstudy import partition_polytope as pdp
+from bnstudy.measures.partition import frozen_bn as partition_bn
+from bnstudy.measures.partition import maps as partition_maps
+from bnstudy.measures.partition import measure as pdm
+from bnstudy.measures.partition import polytope as pdp
+from bnstudy.networks import models
 from bnstudy.plots import partition_density as pdplots
+from bnstudy.train import loop as training
 
 
 def _net(norm, d_in, depth=2, width=8, slope=0.0, seed=0, bias_init="random", out=2):

@@ -9,10 +9,10 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from bnstudy import models
-from bnstudy import partition_density as pdm
-from bnstudy import partition_distance as pdd
-from bnstudy import partition_polytope as pdp
+from bnstudy.measures.partition import distance as pdd
+from bnstudy.measures.partition import measure as pdm
+from bnstudy.measures.partition import polytope as pdp
+from bnstudy.networks import models
 
 RADII = (0.05, 0.3, 1.0)
 

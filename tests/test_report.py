@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bnstudy import report
+from bnstudy.report import build as report
 
 VOID = {"img", "meta", "br", "hr", "input", "link"}
 IDS = {"experiment": "exp1", "dataset": "toy", "model": "mlp"}

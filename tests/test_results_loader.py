@@ -16,7 +16,9 @@ import pytest
 import torch
 from conftest import make_spec
 
-from bnstudy import checkpoints, cli, data, io, results, tables, training
+from bnstudy import cli, data, io, results, tables
+from bnstudy.train import checkpoints
+from bnstudy.train import loop as training
 
 TRAINING = {"lr": 0.05, "momentum": 0.9, "batch_size": 16, "steps": 12, "eval_every": 4,
             "checkpoints": [0, 4, 8]}

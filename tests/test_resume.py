@@ -29,7 +29,10 @@ import pytest
 import torch
 from conftest import make_spec
 
-from bnstudy import checkpoints, data, io, normalizers, training
+from bnstudy import data, io
+from bnstudy.networks import normalizers
+from bnstudy.train import checkpoints
+from bnstudy.train import loop as training
 
 TRAINING = {"lr": 0.05, "momentum": 0.9, "batch_size": 16, "steps": 20, "eval_every": 5,
             "checkpoints": [0, 1, 5, 10, 15]}

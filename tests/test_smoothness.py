@@ -7,8 +7,11 @@ import pytest
 import torch
 from conftest import make_spec
 
-from bnstudy import checkpoints, cli, data, hessian, plots, smoothness, training
+from bnstudy import cli, data, plots
+from bnstudy.measures import hessian, smoothness
 from bnstudy.plots import smoothness as smoothness_plots
+from bnstudy.train import checkpoints
+from bnstudy.train import loop as training
 
 CPU = torch.device("cpu")
 TRAIN = {"lr": 0.05, "momentum": 0.9, "batch_size": 16, "steps": 6, "eval_every": 3,

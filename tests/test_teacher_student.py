@@ -10,8 +10,11 @@ import pytest
 import torch
 from conftest import make_spec
 
-from bnstudy import data, luo_theory, measures, models, training
-from bnstudy import teacher_student as ts
+from bnstudy import data, measures
+from bnstudy.measures import teacher_student as ts
+from bnstudy.networks import models
+from bnstudy.theory import luo as luo_theory
+from bnstudy.train import loop as training
 
 OPTS = {"N": 30, "alpha": 2.0, "S": 0.25, "n_test": 4000, "seed": 3}
 
@@ -216,8 +219,9 @@ def test_bad_options(options, match):
 
 
 def test_registry_cli_and_figures(ds, gd_run, tmp_path):
-    from bnstudy import checkpoints, cli, plots
+    from bnstudy import cli, plots
     from bnstudy.plots import teacher_student_findings as pts
+    from bnstudy.train import checkpoints
 
     assert measures.get("teacher_student").tables == ("teacher_student",)
     data.save(ds, tmp_path / "d.npz")

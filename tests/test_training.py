@@ -4,7 +4,8 @@ import pytest
 import torch
 from conftest import make_spec
 
-from bnstudy import checkpoints, training
+from bnstudy.train import checkpoints
+from bnstudy.train import loop as training
 
 
 def _flat(state):

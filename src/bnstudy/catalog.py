@@ -8,7 +8,8 @@ import textwrap
 
 def registries() -> dict[str, dict[str, str]]:
     """What a config may name, per registry: name -> one-line description."""
-    from . import analyses, data, measures, models, normalizers, plots
+    from bnstudy import analyses, data, measures, plots
+    from bnstudy.networks import models, normalizers
 
     plots.load_all()
     return {

@@ -35,7 +35,7 @@ def _ids(spec: dict) -> dict:
 
 
 def cmd_check(a) -> None:
-    from . import study
+    from bnstudy import study
 
     files = a.configfiles or ["config/config.yaml"]
     cfg = study.check(study.load(files), local=not a.cluster)
@@ -45,7 +45,7 @@ def cmd_check(a) -> None:
 
 
 def cmd_prepare_data(a) -> None:
-    from . import data
+    from bnstudy import data
 
     ds = data.make(a.kind, a.options)
     ds.meta["name"] = a.name
@@ -55,7 +55,8 @@ def cmd_prepare_data(a) -> None:
 
 
 def _validate_spec(spec: dict) -> None:
-    from . import models, normalizers, training
+    from bnstudy.networks import models, normalizers
+    from bnstudy.train import loop as training
 
     missing = [k for k in (*ID_COLUMNS, "model_config", "training") if k not in spec]
     if missing:
@@ -66,7 +67,9 @@ def _validate_spec(spec: dict) -> None:
 
 
 def cmd_train(a) -> None:
-    from . import checkpoints, data, io, training
+    from bnstudy import data, io
+    from bnstudy.train import checkpoints
+    from bnstudy.train import loop as training
 
     _validate_spec(a.spec)
     training.resolve_device(a.device)
@@ -91,7 +94,9 @@ def cmd_train(a) -> None:
 def cmd_measure(a) -> None:
     import pandas as pd
 
-    from . import checkpoints, data, io, measures, training
+    from bnstudy import data, io, measures
+    from bnstudy.train import checkpoints
+    from bnstudy.train import loop as training
 
     measure = measures.get(a.name)
     outs = dict(o.split("=", 1) for o in a.out)
@@ -119,7 +124,7 @@ def cmd_measure(a) -> None:
 def cmd_analysis(a) -> None:
     import pandas as pd
 
-    from . import analyses, io
+    from bnstudy import analyses, io
 
     analysis = analyses.get(a.name)
     _set_threads(a.threads)
@@ -134,7 +139,8 @@ def cmd_analysis(a) -> None:
 def cmd_claims(a) -> None:
     from pathlib import Path
 
-    from . import claims, io
+    from bnstudy import io
+    from bnstudy.claims import ledger as claims
 
     frames = {Path(p).stem: io.read_table(p) for p in a.tables}
     ledger = claims.evaluate(frames, level=a.ci)
@@ -145,25 +151,25 @@ def cmd_claims(a) -> None:
 
 
 def cmd_aggregate(a) -> None:
-    from . import tables
+    from bnstudy import tables
 
     tables.aggregate_grid(a.results, a.grid, a.name, a.out)
 
 
 def cmd_plot(a) -> None:
-    from . import plots
+    from bnstudy import plots
 
     plots.render(a.family, a.table, a.out, a.options, experiment=a.experiment)
 
 
 def cmd_report(a) -> None:
-    from . import report
+    from bnstudy.report import build as report
 
     report.build(a.config, a.tables, a.figures, a.out)
 
 
 def cmd_list(a) -> None:
-    from .catalog import registries
+    from bnstudy.catalog import registries
 
     for what, entries in registries().items():
         if a.what not in ("all", what):
@@ -275,7 +281,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def cmd_ledger(a) -> None:
-    from . import ledger_markdown
+    from bnstudy.claims import markdown as ledger_markdown
 
     if a.readme:
         n = ledger_markdown.rewrite_file(a.readme)
@@ -288,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from .realdata import DataUnavailable
+    from bnstudy.data.files import DataUnavailable
 
     try:
         args.func(args)

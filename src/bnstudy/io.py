@@ -77,7 +77,7 @@ def provenance(config_hash: str, device: str = "cpu", **extra) -> dict:
     import numpy
     import torch
 
-    from . import __version__
+    from bnstudy import __version__
 
     return {
         "config_hash": config_hash,

@@ -23,7 +23,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from . import checkpoints, data, io, tables
+from bnstudy import data, io, tables
+from bnstudy.train import checkpoints
 
 TABLES, RUNS, DATA = "tables", "runs", "data"
 
@@ -108,7 +109,8 @@ class Results:
         return pd.DataFrame(rows, columns=cols).sort_values(cols[:3], ignore_index=True)
 
     def run(self, experiment: str, norm: str, seed: int) -> dict:
-        """The run file (:mod:`bnstudy.checkpoints` format) of one run, its checksum verified."""
+        """The run file (:mod:`bnstudy.train.checkpoints` format) of one run, its checksum
+        verified."""
         key = (str(experiment), str(norm), int(seed))
         if key not in self._runs:
             path = Path(tables.run_file(self.root, *key, "checkpoints.pt"))
@@ -137,7 +139,7 @@ class Results:
                    train: bool = False, device: str = "cpu") -> Checkpoint:
         """The model of one run at checkpointed ``step`` (default: the last), rebuilt from the
         run spec and the checkpoint's weights and normalizer buffers exactly as measures get it
-        (:func:`bnstudy.checkpoints.restore`), with the run's dataset.
+        (:func:`bnstudy.train.checkpoints.restore`), with the run's dataset.
 
         The model is in eval mode (BN normalizes with its running statistics) unless ``train``
         (batch statistics; a stochastic normalizer draws the noise of ``step``, stored in the

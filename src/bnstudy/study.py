@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config_file import (  # noqa: F401 (re-exported: the config API in one place)
+from bnstudy.config_file import (  # noqa: F401 (re-exported: the config API in one place)
     SCHEMA,
     ConfigError,
     check_files,
@@ -40,7 +40,7 @@ def load(paths, overrides: dict | None = None) -> dict:
     (:func:`read_study`), merged in order as Snakemake merges ``--configfile`` files, then
     ``overrides`` (Snakemake's ``--config``) merged in, then the sweeps expanded
     (:func:`bnstudy.sweeps.expand`)."""
-    from . import sweeps
+    from bnstudy import sweeps
 
     return sweeps.expand(merged([*(read_study(p) for p in paths), dict(overrides or {})]))
 
@@ -58,7 +58,7 @@ def _results(cfg: dict) -> None:
 def _device(cfg: dict, local: bool) -> None:
     if not local:  # a cluster's compute nodes may have the GPUs the submit host lacks
         return
-    from . import training
+    from bnstudy.train import loop as training
 
     try:
         training.resolve_device(cfg["device"])
@@ -67,7 +67,7 @@ def _device(cfg: dict, local: bool) -> None:
 
 
 def _datasets(cfg: dict) -> dict[str, int]:
-    from . import data
+    from bnstudy import data
 
     sizes = {}
     for name, ds in cfg["datasets"].items():
@@ -93,7 +93,9 @@ def _typed(section: str, items: dict, parse) -> dict:
 
 def _measure_options(cfg: dict) -> dict:
     """Each configured measure's options through its own module's parser."""
-    from . import bn_jitter, ics, partition_density, smoothness, teacher_student
+    from bnstudy.measures import ics, smoothness, teacher_student
+    from bnstudy.measures.jitter import measure as bn_jitter
+    from bnstudy.measures.partition import measure as partition_density
 
     parsers = {"partition_density": partition_density.Options.from_dict,
                "ics": ics.parse_options, "smoothness": smoothness.Options.from_dict,
@@ -114,7 +116,8 @@ def _build(model_cfg, norm: str, kind: str, options: dict, forward: bool):
     pass over two zero inputs (too many poolings for the image size fail here, not in a job)."""
     import torch
 
-    from . import data, models
+    from bnstudy import data
+    from bnstudy.networks import models
 
     input_shape, out_dim = data.shape(kind, options)
     with torch.random.fork_rng(devices=[]):
@@ -130,7 +133,9 @@ def _build(model_cfg, norm: str, kind: str, options: dict, forward: bool):
 
 
 def _experiments(cfg: dict, sizes: dict, model_cfgs: dict, train_cfgs: dict, mopts: dict):
-    from . import ics, measures, normalizers
+    from bnstudy import measures
+    from bnstudy.measures import ics
+    from bnstudy.networks import normalizers
 
     configured = sorted(m for m in measures.REGISTRY if m in cfg)
     built: dict = {}  # (model, dataset, normalizer) -> the model, built once
@@ -185,7 +190,9 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
     ``local``: jobs run on this machine, so a CUDA device must exist here (a cluster run checks
     it at the start of each train job instead).
     """
-    from . import analyses, models, training
+    from bnstudy import analyses
+    from bnstudy.networks import models
+    from bnstudy.train import loop as training
 
     if not isinstance(cfg, dict):
         fail("", f"the config must be a mapping of settings, got {type(cfg).__name__}")

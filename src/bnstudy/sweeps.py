@@ -32,7 +32,7 @@ import re
 
 import yaml
 
-from .config_file import SCHEMA, fail
+from bnstudy.config_file import SCHEMA, fail
 
 SECTIONS = ("datasets", "models", "trainings", "experiments")
 SWEEP_KEYS = ("sweep", "name", "where")
@@ -59,7 +59,7 @@ def _keys(section: str, entry: dict, where: str) -> list[str]:
     """The keys an axis or variant may set: a dataset kind's options, else the schema's keys of
     the section's entries."""
     if section == "datasets":
-        from . import data
+        from bnstudy import data
 
         kind = entry.get("kind")
         if kind not in data.OPTIONS:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from . import io
+from bnstudy import io
 
 GROUP = ["experiment", "dataset", "model", "norm"]
 

@@ -25,13 +25,14 @@ SRC = Path(workflow.basedir) / "src" / "bnstudy"
 # their outputs, everything downstream); see README "What reruns when I change X".
 # Measures list their modules in bnstudy.measures.REGISTRY, figure families in bnstudy.plots.
 STAGE_CODE = {
-    "data": ["data.py", "realdata.py", "io.py"],
-    "train": ["training.py", "models.py", "normalizers.py", "checkpoints.py", "io.py"],
+    "data": ["data/__init__.py", "data/files.py", "io.py"],
+    "train": ["train/loop.py", "networks/models.py", "networks/normalizers.py",
+              "train/checkpoints.py", "io.py"],
     "tables": ["tables.py", "io.py"],
     "plots": ["plots/__init__.py", "io.py"],
-    "report": ["report.py", "tables.py", "io.py", "plots/__init__.py"],
-    "analyses": ["analyses.py", "io.py"],
-    "claims": ["claims.py", "io.py"],
+    "report": ["report/build.py", "tables.py", "io.py", "plots/__init__.py"],
+    "analyses": ["analyses/__init__.py", "io.py"],
+    "claims": ["claims/ledger.py", "io.py"],
 }
 # Measures run: those with a config section, on the experiments that do not exclude them
 # (an experiment's `measures` list, default all) whose dataset kind they apply to.

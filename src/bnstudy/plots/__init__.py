@@ -25,8 +25,8 @@ from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.ticker import NullLocator  # noqa: E402
 from matplotlib.transforms import offset_copy  # noqa: E402
 
-from ..io import atomic_path  # noqa: E402
-from ..tables import mean_ci  # noqa: E402
+from bnstudy.io import atomic_path
+from bnstudy.tables import mean_ci
 
 
 def seed_ci(values) -> tuple[float, float]:

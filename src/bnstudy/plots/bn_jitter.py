@@ -16,8 +16,8 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from .. import tables
-from . import (
+from bnstudy import tables
+from bnstudy.plots import (
     Family,
     Section,
     class_cmap,

@@ -1,7 +1,7 @@
 """Dannemann & Junike's counterexample (study scope): GD paths in the (w1, w2) plane, the BN loss
 over directions, convergence to the line 3 w1 = 5 w2, and the numbers behind Lemma 4.5's failure.
 
-Everything drawn or stated comes from the ``dannemann`` analysis table (bnstudy.dannemann).
+Everything drawn or stated comes from the ``dannemann`` analysis table (bnstudy.analyses.dannemann).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from . import Family, Section, figure, finish, register, register_section
+from bnstudy.plots import Family, Section, figure, finish, register, register_section
 
 
 def _rec(df: pd.DataFrame, record: str) -> pd.DataFrame:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import seaborn as sns
 
-from . import (
+from bnstudy.plots import (
     Family,
     Section,
     figure,

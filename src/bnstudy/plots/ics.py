@@ -16,8 +16,8 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
-from .. import tables
-from . import (
+from bnstudy import tables
+from bnstudy.plots import (
     Family,
     Section,
     figure,

@@ -9,7 +9,7 @@ import seaborn as sns
 from matplotlib.colors import PowerNorm
 from matplotlib.ticker import MaxNLocator
 
-from . import (
+from bnstudy.plots import (
     Family,
     Section,
     class_cmap,

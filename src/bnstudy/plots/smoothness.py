@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from . import (
+from bnstudy.plots import (
     Family,
     Section,
     figure,

@@ -10,15 +10,15 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .. import luo_theory as lt
-from ..tables import mean_ci
-from . import Family, figure, finish, label, message, register, seed_ci, step_axis
+from bnstudy.plots import Family, figure, finish, label, message, register, seed_ci, step_axis
+from bnstudy.tables import mean_ci
+from bnstudy.theory import luo as lt
 
 CRITICAL = {"linear": 1.0, "relu": 2.0}  # where the vanilla closed form diverges
 PANEL = ["activation", "S", "N"]
 
 
-def _prepare(df: pd.DataFrame) -> pd.DataFrame:
+def single_unit_rows(df: pd.DataFrame) -> pd.DataFrame:
     """Rows of single-unit students, with ``arm`` (normalizer and batch) and ``err``."""
     if df.empty or "alpha" not in df:
         return df.iloc[0:0]
@@ -30,7 +30,7 @@ def _prepare(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _last(df: pd.DataFrame) -> pd.DataFrame:
+def last_rows(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         return df
     last = df.groupby(["experiment", "norm", "seed"])["step"].transform("max")
@@ -84,13 +84,13 @@ def _errorbar(ax, st: pd.DataFrame, x: str, color, label: str, dx: float = 0.0, 
                 label=label)
 
 
-def _zeta(g: pd.DataFrame) -> float | None:
+def zeta_of(g: pd.DataFrame) -> float | None:
     z = g["zeta"].dropna().round(12).unique()
     return float(z[0]) if len(z) == 1 and z[0] > 0 else None
 
 
 def draw_alpha(frames, options):
-    last = _last(_prepare(frames[0]))
+    last = last_rows(single_unit_rows(frames[0]))
     if last.empty:
         return _empty("no teacher-student runs (single-unit students) in this study")
     arms = main_arms(last)
@@ -112,7 +112,7 @@ def draw_alpha(frames, options):
         curves: dict[tuple, list[str]] = {}  # (kind, zeta, convention) -> arms, one line each
         for arm in present:
             g = p[p["arm"] == arm]
-            z, conv = _zeta(g), str(g["convention"].iloc[0])
+            z, conv = zeta_of(g), str(g["convention"].iloc[0])
             if z is not None and act == "linear":
                 curves.setdefault(("WN + gamma decay", z, conv), []).append(arm)
                 if g["theory_shrinkage"].notna().any():
@@ -145,7 +145,7 @@ def draw_alpha(frames, options):
 
 
 def draw_batch(frames, options):
-    last = _last(_prepare(frames[0]))
+    last = last_rows(single_unit_rows(frames[0]))
     groups = sweeps(last) if not last.empty else []
     if not groups:
         return _empty("no batch-size sweep in this study (one normalizer and load trained at "
@@ -184,10 +184,10 @@ def draw_batch(frames, options):
 
 
 def draw_curves(frames, options):
-    df = _prepare(frames[0])
+    df = single_unit_rows(frames[0])
     if df.empty:
         return _empty("no teacher-student runs (single-unit students) in this study")
-    arms = main_arms(_last(df))
+    arms = main_arms(last_rows(df))
     df = df[df["arm"].isin(arms)]
     alphas = sorted(df["alpha"].unique())
     fig, axes = figure(1, len(alphas), height=3.8, sharey=True)

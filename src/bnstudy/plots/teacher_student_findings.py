@@ -6,9 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..tables import mean_ci
-from . import Section, register_section
-from .teacher_student import CRITICAL, _last, _prepare, _zeta, main_arms, sweeps
+from bnstudy.plots import Section, register_section
+from bnstudy.plots.teacher_student import (
+    CRITICAL,
+    last_rows,
+    main_arms,
+    single_unit_rows,
+    sweeps,
+    zeta_of,
+)
+from bnstudy.tables import mean_ci
 
 SECTION_TEXT = (
     "Luo §4's teacher-student regression. Data (dataset kind teacher_student): x ~ N(0, I/N), a "
@@ -20,7 +27,7 @@ SECTION_TEXT = (
     "measured the same way). The generalization error is Luo's Eq. 16-17 "
     "against the noise-free teacher, computed exactly from the student's affine "
     "pre-activation in eval mode (test_mse is the same on the test set). Closed forms "
-    "(bnstudy.luo_theory): vanilla SGD is the minimum-norm least-squares error (the limit of "
+    "(bnstudy.theory.luo): vanilla SGD is the minimum-norm least-squares error (the limit of "
     "long training at vanishing learning rate); WN + gamma decay is Krogh & Hertz's ridge "
     "error. The explicit WN + gamma decay arm is compared with the curve of the objective it "
     "trains, (1/P) sum (.)^2 + zeta gamma^2, i.e. ridge lam = alpha zeta (the paper prints "
@@ -82,7 +89,7 @@ def _fmt(values) -> str:
 
 def findings(frames: dict[str, pd.DataFrame]) -> str:
     df = frames.get("teacher_student")
-    last = _last(_prepare(df)) if df is not None else pd.DataFrame()
+    last = last_rows(single_unit_rows(df)) if df is not None else pd.DataFrame()
     if last.empty:
         return "No teacher-student runs."
     parts = []
@@ -97,7 +104,7 @@ def findings(frames: dict[str, pd.DataFrame]) -> str:
                 vs = "a diverging closed form" if th == np.inf else "no closed form"
             items.append(f"alpha {alpha:g}: {_fmt(h['err'])} vs {vs}"
                          + (f", shrinkage {sh:.3g}" if np.isfinite(sh) else ""))
-        z = _zeta(g)
+        z = zeta_of(g)
         what = f"zeta={z:.3g}" if z else "vanilla"
         parts.append(f"{arm} [{len(g)} runs; theory {what}; "
                      f"measured mean [95% CI] vs closed form]: " + "; ".join(items) + ".")

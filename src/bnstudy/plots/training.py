@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import seaborn as sns
 
-from . import (
+from bnstudy.plots import (
     Family,
     Section,
     figure,

@@ -1,0 +1,118 @@
+"""Per-run metrics of the ledger's Santurkar and Luo claims (:mod:`bnstudy.claims.ledger` states the
+verdict rules). Each maps a table to one value per (experiment, dataset, model, norm, seed):
+
+- :func:`ics`: ``log(ICS + ICS_FLOOR)`` with ICS the mean of ``1 - cos(G, G')`` over layers 2..
+  and checkpoints. The paired effect is then ``log((ics_norm + floor) / (ics_base + floor))``, a
+  relative comparison that can fail at any baseline level above the floor (an absolute margin
+  on ``1 - cos`` cannot once the baseline's ICS is below the margin, the DLN regime). The floor,
+  ``1e-4``, is ICS treated as none: three orders of magnitude above float32 rounding of a
+  cosine, below any ICS a trained net shows.
+- :func:`smooth`: the mean over checkpoints of ``log(value)`` (the stated quantity; not the log
+  of the mean). A blow-up (a probe beyond a non-finite loss: ``+inf`` in the maxima, or a
+  non-finite ``loss_max``/``loss_min`` for the loss variation) counts as the worst value: it is
+  replaced by ``BLOWUP_FACTOR`` (10) times the largest finite value of that quantity in the
+  whole table, so the paired comparison stays finite and a blow-up weighs against its arm. A
+  value of exactly 0 (a flat loss, an unchanged gradient) is replaced by the smallest positive
+  value in the table (the best observed; the log of 0 is not finite). NaN that is not a blow-up
+  (``beta_eff`` at a zero gradient, which is undefined) is left out.
+- :func:`final_train_loss`: ``log`` of the final training loss.
+- :func:`rel_error`: Luo's ``gen_error / curve - 1`` at the final checkpoint, pooled per load
+  alpha; :func:`luo_curve` names the curve and constant a row is compared with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+KEYS = ["experiment", "dataset", "model", "norm", "seed"]
+ICS_FLOOR = 1e-4
+BLOWUP_FACTOR = 10.0
+
+
+def per_run(df: pd.DataFrame, col: str, log: bool = False) -> pd.Series:
+    v = df.groupby(KEYS)[col].mean()
+    return np.log(v) if log else v
+
+
+def ics(df: pd.DataFrame) -> pd.Series:
+    d = df[df["layer"] != 1].copy() if "layer" in df else df.copy()
+    d["ics"] = 1.0 - d["grad_cosine"]
+    return np.log(per_run(d, "ics").clip(lower=0.0) + ICS_FLOOR)
+
+
+def final_train_loss(df: pd.DataFrame) -> pd.Series:
+    d = df[df["split"] == "train"]
+    last = d.groupby(["experiment", "norm", "seed"])["step"].transform("max")
+    return per_run(d[d["step"] == last], "loss", log=True)
+
+
+def smooth(col: str) -> Callable[[pd.DataFrame], pd.Series]:
+    """The metric for ``col`` (``loss_variation`` = ``loss_max - loss_min``, or a column)."""
+
+    def metric(df: pd.DataFrame) -> pd.Series:
+        d = df.copy()
+        if col == "loss_variation":
+            v = d["loss_max"] - d["loss_min"]
+            blown = ~(np.isfinite(d["loss_max"]) & np.isfinite(d["loss_min"]))
+        else:
+            v = d[col].astype(float)
+            blown = np.isposinf(v)
+        good = v[np.isfinite(v) & ~blown & (v > 0)]
+        if good.empty:
+            return pd.Series(dtype=float)
+        v = v.where(~blown, BLOWUP_FACTOR * good.max()).clip(lower=good.min())
+        d["log_value"] = np.log(v)
+        return per_run(d[np.isfinite(d["log_value"])], "log_value")
+
+    return metric
+
+
+def rel_error(col: str = "rel_error") -> Callable[[pd.DataFrame], pd.Series]:
+    """Measured generalization error / closed form - 1 (``col``: ``rel_error`` or
+    ``rel_error_main``) at the final checkpoint of each run, pooled per load alpha (and model):
+    the replicates are every (experiment, seed) pair at that load, since Luo's study draws a new
+    data set per replicate (separate experiments)."""
+
+    def metric(df: pd.DataFrame) -> pd.Series:
+        d = df[np.isfinite(df[col])] if col in df else df.iloc[0:0]
+        if d.empty:
+            return pd.Series(dtype=float)
+        last = d.groupby(["experiment", "norm", "seed"])["step"].transform("max")
+        d = d[d["step"] == last].copy()
+        d["replicate"] = d["experiment"].astype(str) + "/" + d["seed"].astype(str)
+        d["experiment"] = _pooled_name(d)
+        d["dataset"] = "teacher_student"
+        d["seed"] = d.groupby(["experiment", "norm"])["replicate"].rank(method="dense")
+        d["seed"] = d["seed"].astype(int)
+        return per_run(d, col)
+
+    return metric
+
+
+def _pooled_name(d: pd.DataFrame) -> pd.Series:
+    alpha = d["alpha"] if "alpha" in d else pd.Series("?", index=d.index)
+    return "alpha=" + alpha.map("{:g}".format) + " (pooled)"
+
+
+def luo_curve(zeta_col: str = "zeta") -> Callable[[pd.DataFrame, str, str], str]:
+    """Names the curve a ledger row (pooled load ``experiment``, ``norm``) is compared with:
+    zeta (value and multiple of 1/M) and the ridge convention, from the table's ``zeta_col``
+    and ``convention`` columns."""
+
+    def describe(df: pd.DataFrame, norm: str, experiment: str) -> str:
+        d = df[(df["norm"] == norm) & (_pooled_name(df) == experiment)]
+        if zeta_col not in d or (d[zeta_col].fillna(0) == 0).all():  # no gamma decay
+            return "vanilla SGD closed form (minimum-norm least squares)"
+        d = d[d[zeta_col].notna()]
+        parts = []
+        for (z, m, conv), _ in d.groupby([zeta_col, "batch_size", "convention"]):
+            lam = {"paper": "lam = zeta", "loss": "lam = alpha zeta"}.get(conv, str(conv))
+            frac = (f" = {z * m:g}/M, M = {m:g}" if norm not in ("weightnorm_gamma_decay",
+                                                                 "population_norm") else "")
+            parts.append(f"zeta = {z:.4g}{frac}, ridge {lam}")
+        return "WN + gamma decay closed form at " + "; ".join(parts)
+
+    return describe

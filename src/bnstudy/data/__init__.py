@@ -1,0 +1,317 @@
+"""Datasets: generators and loaders, one registry, one on-disk format.
+
+Each dataset is prepared once into an ``.npz`` file holding ``x_train, y_train, x_test, y_test``
+(float32 inputs; int64 labels for classification, float32 targets for regression) and a JSON
+``meta`` entry (task, number of classes or output dimension, input shape, options).
+
+- ``star2d``: BN-Explained Fig. 3's 2-D star: points along ``n_arms`` rays from the origin,
+  with Gaussian jitter; label = arm index mod 2 (alternating arms; ``n_arms`` must be even).
+- ``gaussian_linear``: Santurkar App. A's DLN task: x ~ N(0, I_d), y = A x, A_ij ~ N(0, 1).
+- ``digits``: scikit-learn's bundled 8x8 digits, scaled to [0, 1], stratified split.
+- ``teacher_student``: Luo et al. §4 / App. D: x ~ N(0, I/N), a linear teacher w* with
+  ||w*||^2 / N = 1, training targets w*^T x + s with s ~ N(0, S) fixed per example, P =
+  round(alpha N) training samples; test targets are noise-free (w*^T x), so the test MSE is Luo's
+  generalization error (Eq. 16-17). Teacher, training inputs, training noise and test set come
+  from separate streams of ``seed``: the teacher and the test set do not depend on alpha, and the
+  training set of a smaller load is a prefix of a larger one's.
+- ``mnist``, ``cifar10``: the real image sets, read from their standard files in ``data_dir``
+  (downloaded there when ``download: true`` and the network allows it).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bnstudy.data import files as realdata
+from bnstudy.io import REDO, CorruptFile, array_digest, atomic_path
+
+
+@dataclass
+class Dataset:
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    meta: dict
+
+    @property
+    def task(self) -> str:
+        return self.meta["task"]
+
+    @property
+    def input_shape(self) -> tuple:
+        return tuple(self.meta["input_shape"])
+
+    @property
+    def out_dim(self) -> int:
+        return int(self.meta["out_dim"])
+
+    def split(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        if name not in ("train", "test"):
+            raise ValueError(f"unknown split {name!r}; valid choices: train, test")
+        return (self.x_train, self.y_train) if name == "train" else (self.x_test, self.y_test)
+
+
+def _star2d(n_train=200, n_test=200, n_arms=6, noise=0.05, length=1.0, seed=0) -> Dataset:
+    if n_arms < 2 or n_arms % 2:
+        raise ValueError(f"star2d n_arms must be even and >= 2 (alternating labels), got {n_arms}")
+    rng = np.random.default_rng(seed)
+    n = n_train + n_test
+    arm = rng.integers(0, n_arms, size=n)
+    radius = rng.uniform(0.1, 1.0, size=n) * length
+    angle = 2 * np.pi * arm / n_arms
+    x = np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=1)
+    x = x + noise * rng.standard_normal(x.shape)
+    y = (arm % 2).astype(np.int64)
+    meta = {"task": "classification", "out_dim": 2, "input_shape": [2]}
+    return Dataset(x[:n_train], y[:n_train], x[n_train:], y[n_train:], meta)
+
+
+def _gaussian_linear(n_train=1000, n_test=1000, dim=10, seed=0) -> Dataset:
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((dim, dim))
+    x = rng.standard_normal((n_train + n_test, dim))
+    y = x @ a.T
+    meta = {"task": "regression", "out_dim": dim, "input_shape": [dim]}
+    return Dataset(x[:n_train], y[:n_train], x[n_train:], y[n_train:], meta)
+
+
+def teacher_weights(N: int, seed: int) -> np.ndarray:
+    """Luo's teacher w* for ``teacher_student``: a random direction with ||w*||^2 / N = 1."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[0])
+    w = rng.standard_normal(N)
+    return w * np.sqrt(N) / np.linalg.norm(w)
+
+
+def _teacher_student(N=100, alpha=2.0, S=0.25, n_test=10000, seed=0) -> Dataset:
+    if not (isinstance(N, int) and N >= 1):
+        raise ValueError(f"teacher_student N must be an int >= 1, got {N!r}")
+    P = int(round(alpha * N))
+    if P < 1 or S < 0 or n_test < 1:
+        raise ValueError(f"teacher_student needs alpha * N >= 1, S >= 0 and n_test >= 1; got "
+                         f"alpha={alpha!r}, N={N}, S={S!r}, n_test={n_test!r}")
+    _, r_x, r_s, r_test = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
+    w = teacher_weights(N, seed)
+    x = r_x.standard_normal((P, N)) / np.sqrt(N)
+    y = x @ w + np.sqrt(S) * r_s.standard_normal(P)
+    xt = r_test.standard_normal((n_test, N)) / np.sqrt(N)
+    meta = {"task": "regression", "out_dim": 1, "input_shape": [N], "alpha_effective": P / N,
+            "noise_variance": float(S)}
+    return Dataset(x, y[:, None], xt, (xt @ w)[:, None], meta)
+
+
+def _digits(test_fraction=0.25, seed=0, image=True) -> Dataset:
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    bunch = load_digits()
+    x = bunch.data / 16.0
+    y = bunch.target.astype(np.int64)
+    xtr, xte, ytr, yte = train_test_split(
+        x, y, test_size=test_fraction, random_state=seed, stratify=y
+    )
+    meta = {"task": "classification", "out_dim": 10, "input_shape": [1, 8, 8] if image else [64]}
+    return Dataset(xtr, ytr, xte, yte, meta)
+
+
+def _real(name: str) -> Callable[..., Dataset]:
+    def load(data_dir="data", download=False, n_train=None, n_test=None, seed=0) -> Dataset:
+        xtr, ytr, xte, yte, shape = realdata.load(name, Path(data_dir), download)
+        rng = np.random.default_rng(seed)
+        if n_train is not None and n_train < len(xtr):
+            keep = np.sort(rng.choice(len(xtr), n_train, replace=False))
+            xtr, ytr = xtr[keep], ytr[keep]
+        if n_test is not None and n_test < len(xte):
+            keep = np.sort(rng.choice(len(xte), n_test, replace=False))
+            xte, yte = xte[keep], yte[keep]
+        meta = {"task": "classification", "out_dim": 10, "input_shape": list(shape)}
+        return Dataset(xtr, ytr, xte, yte, meta)
+
+    return load
+
+
+GENERATORS: dict[str, Callable[..., Dataset]] = {
+    "star2d": _star2d,
+    "gaussian_linear": _gaussian_linear,
+    "digits": _digits,
+    "teacher_student": _teacher_student,
+    "mnist": _real("mnist"),
+    "cifar10": _real("cifar10"),
+}
+
+
+def kinds() -> list[str]:
+    return sorted(GENERATORS)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One declared dataset option: its type and range (checked with the rest of the config)."""
+
+    type: str  # int | number | bool | str
+    minimum: float | None = None
+    exclusive_min: bool = False
+    maximum: float | None = None  # exclusive
+    nullable: bool = False
+    even: bool = False
+
+    def allowed(self) -> str:
+        what = {"int": "an integer", "number": "a finite number", "bool": "true or false",
+                "str": "a string"}[self.type]
+        if self.even:
+            what = "an even integer"
+        if self.minimum is not None:
+            what += f" {'>' if self.exclusive_min else '>='} {self.minimum}"
+        if self.maximum is not None:
+            what += f" and < {self.maximum}"
+        return what + (" or null" if self.nullable else "")
+
+    def ok(self, v) -> bool:
+        if v is None:
+            return self.nullable
+        if self.type == "bool":
+            return isinstance(v, bool)
+        if self.type == "str":
+            return isinstance(v, str)
+        if isinstance(v, bool) or not isinstance(v, int if self.type == "int" else (int, float)):
+            return False
+        if not math.isfinite(v) or (self.even and v % 2):
+            return False
+        if self.minimum is not None and (v <= self.minimum if self.exclusive_min
+                                         else v < self.minimum):
+            return False
+        return self.maximum is None or v < self.maximum
+
+
+class BadOption(ValueError):
+    """A dataset option that is unknown or outside its declared type and range."""
+
+    def __init__(self, kind: str, key: str, value, allowed: str):
+        self.kind, self.key, self.value, self.allowed = kind, key, value, allowed
+        super().__init__(f"bad options for dataset {kind!r}: {key}={value!r}; allowed: {allowed}")
+
+
+_SIZE, _SEED = Option("int", 1), Option("int", 0)
+_REAL = {"data_dir": Option("str"), "download": Option("bool"),
+         "n_train": Option("int", 1, nullable=True), "n_test": Option("int", 1, nullable=True),
+         "seed": _SEED}
+# Every kind's options (the keyword arguments of its generator, whose defaults apply).
+OPTIONS: dict[str, dict[str, Option]] = {
+    "star2d": {"n_train": _SIZE, "n_test": _SIZE, "n_arms": Option("int", 2, even=True),
+               "noise": Option("number", 0), "length": Option("number", 0, exclusive_min=True),
+               "seed": _SEED},
+    "gaussian_linear": {"n_train": _SIZE, "n_test": _SIZE, "dim": _SIZE, "seed": _SEED},
+    "digits": {"test_fraction": Option("number", 0, exclusive_min=True, maximum=1),
+               "seed": _SEED, "image": Option("bool")},
+    "teacher_student": {"N": _SIZE, "alpha": Option("number", 0, exclusive_min=True),
+                        "S": Option("number", 0), "n_test": _SIZE, "seed": _SEED},
+    "mnist": _REAL,
+    "cifar10": _REAL,
+}
+DIGITS_SIZE, DIGITS_CLASSES = 1797, 10  # scikit-learn's bundled digits
+REAL_SIZES = {"mnist": (60000, 10000, (1, 28, 28)), "cifar10": (50000, 10000, (3, 32, 32))}
+
+
+def _with_defaults(kind: str, options: dict) -> dict:
+    params = inspect.signature(GENERATORS[kind]).parameters
+    return {**{k: p.default for k, p in params.items()}, **options}
+
+
+def check_options(kind: str, options: dict | None) -> dict:
+    """``options`` checked against ``kind``'s declared options (:class:`BadOption` names the
+    bad one and what is allowed); returns them with the defaults filled in."""
+    if kind not in GENERATORS:
+        raise ValueError(f"unknown dataset kind {kind!r}; valid choices: {', '.join(kinds())}")
+    declared = OPTIONS[kind]
+    for key, v in (options or {}).items():
+        if key not in declared:
+            raise BadOption(kind, key, v, f"one of the option names {sorted(declared)}")
+        if not declared[key].ok(v):
+            raise BadOption(kind, key, v, declared[key].allowed())
+    o = _with_defaults(kind, dict(options or {}))
+    if kind == "teacher_student" and round(o["alpha"] * o["N"]) < 1:
+        raise BadOption(kind, "alpha", o["alpha"], f"alpha * N >= 1 (N = {o['N']})")
+    if kind == "digits":
+        n_test = math.ceil(o["test_fraction"] * DIGITS_SIZE)
+        if min(n_test, DIGITS_SIZE - n_test) < DIGITS_CLASSES:
+            raise BadOption(kind, "test_fraction", o["test_fraction"],
+                            f"a fraction leaving >= {DIGITS_CLASSES} of the {DIGITS_SIZE} digits "
+                            "in each split (stratified)")
+    return o
+
+
+def n_train(kind: str, options: dict | None) -> int:
+    """The training-set size ``make(kind, options)`` gives, from the options alone."""
+    o = check_options(kind, options)
+    if kind in ("star2d", "gaussian_linear"):
+        return o["n_train"]
+    if kind == "digits":
+        return DIGITS_SIZE - math.ceil(o["test_fraction"] * DIGITS_SIZE)
+    if kind == "teacher_student":
+        return int(round(o["alpha"] * o["N"]))
+    full = REAL_SIZES[kind][0]
+    return full if o["n_train"] is None else min(o["n_train"], full)
+
+
+def shape(kind: str, options: dict | None) -> tuple[tuple, int]:
+    """``(input_shape, out_dim)`` of ``make(kind, options)``, from the options alone."""
+    o = check_options(kind, options)
+    if kind == "star2d":
+        return (2,), 2
+    if kind == "gaussian_linear":
+        return (o["dim"],), o["dim"]
+    if kind == "digits":
+        return ((1, 8, 8) if o["image"] else (64,)), 10
+    if kind == "teacher_student":
+        return (o["N"],), 1
+    return REAL_SIZES[kind][2], 10
+
+
+def make(kind: str, options: dict | None = None) -> Dataset:
+    """Generate or load dataset ``kind`` with ``options`` (keyword arguments of its generator)."""
+    check_options(kind, options)
+    options = dict(options or {})
+    ds = GENERATORS[kind](**options)
+    ds.meta.update({"kind": kind, "options": options})
+    ds.x_train = ds.x_train.astype(np.float32)
+    ds.x_test = ds.x_test.astype(np.float32)
+    if ds.task == "regression":
+        ds.y_train, ds.y_test = ds.y_train.astype(np.float32), ds.y_test.astype(np.float32)
+    return ds
+
+
+_ARRAYS = ("x_train", "y_train", "x_test", "y_test")
+
+
+def save(ds: Dataset, path: str | Path) -> None:
+    """Write ``ds`` atomically, with a SHA-256 of its arrays and meta (verified by :func:`load`)."""
+    arrays = {k: getattr(ds, k) for k in _ARRAYS}
+    meta = json.dumps(ds.meta)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **arrays, meta=np.array(meta), sha256=np.array(array_digest(arrays, meta)))
+
+
+def load(path: str | Path) -> Dataset:
+    """The dataset at ``path``; :class:`bnstudy.io.CorruptFile` names a corrupt, truncated or
+    foreign file (its checksum is verified)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in _ARRAYS}
+            meta, want = str(z["meta"]), str(z["sha256"])
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+        raise CorruptFile(f"{path} is corrupt, truncated or not a bnstudy dataset "
+                          f"({type(e).__name__}: {e}); {REDO}") from None
+    if array_digest(arrays, meta) != want:
+        raise CorruptFile(f"{path} is corrupt: its content does not match the checksum stored "
+                          f"in it; {REDO}")
+    return Dataset(*(arrays[k] for k in _ARRAYS), json.loads(meta))

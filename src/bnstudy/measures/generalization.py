@@ -1,0 +1,61 @@
+"""Generalization: final train and test loss/accuracy and their gaps.
+
+Evaluated in eval mode on the whole train and test sets at the run's last checkpoint. Which
+statistics the batch-statistics normalizers (BN and its variants, the l_p norms: the registry's
+``uses_batch_statistics``) use is an option (recorded in the ``bn_statistics`` column):
+
+- ``running``: the running averages accumulated during training (standard inference);
+- ``recomputed``: population statistics recomputed over the whole training set at the final
+  weights, as in "precise BN": each layer's statistics of its input (BN: mean and biased
+  variance; l_p norms: mean and l_p scale) over the set, the earlier layers frozen at theirs
+  and running their deterministic map (:func:`bnstudy.measures.partition.frozen_bn.frozen_copy`, on
+  a copy).
+  A model without such layers is evaluated as it is.
+
+Gaps are ``test - train`` for the loss and ``train - test`` for accuracy, so that a positive gap
+means worse on unseen data in both. A diverged run gives NaN metrics and ``diverged = True``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from bnstudy.measures.partition.frozen_bn import frozen_copy
+from bnstudy.train.loop import evaluate
+
+BN_STATISTICS = ("running", "recomputed")
+
+
+def recompute_bn_statistics(model: nn.Module, x: torch.Tensor, chunk: int = 4096) -> nn.Module:
+    """An eval-mode copy of ``model`` whose batch-statistics layers hold the population
+    statistics of ``x``, layer by layer (one pass when ``x`` fits in ``chunk`` rows, else one
+    chunked pass per layer; float64 sums), consistent with what eval-mode inference computes."""
+    return frozen_copy(model, "train_set", x, chunk_rows=chunk)
+
+
+def measure(model: nn.Module, data, options: dict | None = None) -> list[dict]:
+    """One row: train/test loss and accuracy and their gaps. ``data`` is a :class:`Dataset`."""
+    options = dict(options or {})
+    stats = options.get("bn_statistics", "running")
+    if stats not in BN_STATISTICS:
+        raise ValueError(f"unknown bn_statistics {stats!r}; valid choices: {BN_STATISTICS}")
+    dev = next(model.parameters()).device
+    xtr = torch.as_tensor(data.x_train, device=dev)
+    ytr = torch.as_tensor(data.y_train, device=dev)
+    xte = torch.as_tensor(data.x_test, device=dev)
+    yte = torch.as_tensor(data.y_test, device=dev)
+    net = recompute_bn_statistics(model, xtr) if stats == "recomputed" else model
+    tr_loss, tr_acc = evaluate(net, xtr, ytr, data.task)
+    te_loss, te_acc = evaluate(net, xte, yte, data.task)
+    return [{
+        "train_loss": tr_loss, "test_loss": te_loss, "loss_gap": te_loss - tr_loss,
+        "train_accuracy": tr_acc, "test_accuracy": te_acc, "accuracy_gap": tr_acc - te_acc,
+        "bn_statistics": stats,
+    }]
+
+
+def diverged_row(stats: str) -> dict:
+    nan = float("nan")
+    return {"train_loss": nan, "test_loss": nan, "loss_gap": nan, "train_accuracy": nan,
+            "test_accuracy": nan, "accuracy_gap": nan, "bn_statistics": stats}

@@ -1,0 +1,161 @@
+"""BN's batch statistics across mini-batches, and Proposition 2's prediction of their variance.
+
+BN-Explained Proposition 2 (eq. 13) gives the variance of BN's ``mu_B`` and ``sigma_B^2`` from the
+moments of the layer's pre-normalization value ``h = <w, z>``: ``var(mu) = m2 / |B|`` and
+``var(s^2) = (m4 - m2^2 (|B| - 3) / (|B| - 1)) / |B|``, the classic variances of the sample mean
+and of the *unbiased* sample variance ``s^2`` of ``|B|`` iid draws (``m2``, ``m4``: central
+moments of ``h``; App. D.5 "the standard empirical variance estimator").
+
+- :func:`prop2`: eq. (13) as printed.
+- :func:`predicted`: the exact variances of what BN computes, ``mu_B`` and the *biased*
+  ``sigma_B^2 = (n - 1) / n s^2`` (eq. (3)), for a batch of ``n`` drawn from a finite population
+  of ``N`` values: iid (with replacement) this is eq. (13) times ``((n - 1) / n)^2`` for
+  ``sigma_B^2``; without replacement (one batch of an epoch permutation) ``var(mu_B) = m2 / n
+  (N - n) / (N - 1)`` and ``var(s^2) = N (N - n) [m4 (N^2 (n - 1) - 2 N n + n + 1) - m2^2 (N^2
+  (n - 3) + 6 N - 3 n - 3)] / (n (n - 1) (N - 1)^2 (N - 2) (N - 3))``, derived by writing
+  ``s^2`` as the mean over pairs of ``(x_i - x_j)^2 / 2`` and summing the covariances of pairs
+  that share 2, 1 or 0 units (a U-statistic under simple random sampling; it tends to eq. (13) as
+  ``N -> inf`` and is 0 at ``n = N``). ``N < 4`` gives NaN. The tests check both forms against an
+  exhaustive enumeration of all batches of a small population.
+- :func:`population_moments`: the moments of every BN layer's input over the training set, each
+  layer's computed with the earlier BN layers normalizing by their own whole-set statistics
+  (eval mode, one layer at a time, the forward stopped at the layer; float64 power sums shifted
+  by the first chunk's mean), and the eval-mode copy frozen at those statistics.
+- :func:`batch_statistics`: what a train-mode forward of each batch on a private copy gives
+  every BN layer: the per-unit mean and biased variance of its input over the batch (and H, W
+  for conv maps), computed in the input's precision (float32, as BN does) and stored in float64.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from bnstudy.measures.partition.frozen_bn import set_buffers
+from bnstudy.networks.layer_inputs import for_each_input
+from bnstudy.networks.normalizers import batchnorm_modules
+from bnstudy.networks.norms.layers import GhostBatchNorm, ghost_sizes
+
+SAMPLING = ("without_replacement", "with_replacement")
+
+
+def prop2(m2, m4, n: int) -> tuple:
+    """Eq. (13) as printed: ``var(mu)``, ``var(s^2)`` of ``n`` iid draws (unbiased ``s^2``)."""
+    return m2 / n, (m4 - m2 ** 2 * (n - 3) / (n - 1)) / n
+
+
+def predicted(m2, m4, n: int, population: int, sampling: str) -> tuple:
+    """Exact ``var(mu_B)`` and ``var(sigma_B^2)`` (BN's biased variance) of a batch of ``n``
+    drawn from a population of ``population`` values with central moments ``m2``, ``m4``."""
+    if sampling not in SAMPLING:
+        raise ValueError(f"unknown sampling {sampling!r}; valid choices: {list(SAMPLING)}")
+    if n < 2:
+        raise ValueError(f"batch statistics need n >= 2 samples, got {n}")
+    bias = ((n - 1) / n) ** 2  # sigma_B^2 = (n - 1) / n * s^2
+    if sampling == "with_replacement":
+        var_mu, var_s2 = prop2(m2, m4, n)
+        return var_mu, bias * var_s2
+    big = population
+    if n > big:
+        raise ValueError(f"a batch of {n} drawn without replacement from {big} values")
+    if big < 4:  # the finite-population formula needs N >= 4
+        nan = m2 * float("nan")
+        return nan, nan
+    var_mu = m2 / n * (big - n) / (big - 1)
+    var_s2 = (big * (big - n) * (m4 * (big ** 2 * (n - 1) - 2 * big * n + n + 1)
+                                 - m2 ** 2 * (big ** 2 * (n - 3) + 6 * big - 3 * n - 3))
+              / (n * (n - 1) * (big - 1) ** 2 * (big - 2) * (big - 3)))
+    return var_mu, bias * var_s2
+
+
+@dataclass
+class Moments:
+    """Per-unit population moments of one BN layer's input (float64 numpy arrays)."""
+
+    count: int  # values per unit (samples, times H W for conv)
+    mean: np.ndarray
+    m2: np.ndarray
+    m4: np.ndarray
+
+
+def _dims(h: torch.Tensor) -> tuple[int, ...]:
+    return (0, *range(2, h.dim()))
+
+
+@torch.no_grad()
+def population_moments(model: nn.Module, x: torch.Tensor,
+                       chunk_rows: int = 65536) -> tuple[list[Moments], nn.Module]:
+    """Moments of every BN layer's input over ``x``, earlier BN layers normalizing by their own
+    statistics of ``x``; also returns the eval-mode copy frozen at those statistics."""
+    net = copy.deepcopy(model).eval()
+    out = []
+    for bn in batchnorm_modules(net):
+        acc: dict = {}
+
+        def grab(z, acc=acc):
+            h = z.double().transpose(0, 1).reshape(z.shape[1], -1)
+            if "shift" not in acc:
+                acc.update(shift=h.mean(1), n=0, s=[0.0] * 4)
+            d = h - acc["shift"][:, None]
+            acc["n"] += d.shape[1]
+            acc["s"] = [acc["s"][p] + d.pow(p + 1).sum(1) for p in range(4)]
+
+        for_each_input(net, x, chunk_rows, grab, bn)
+        e1, e2, e3, e4 = (s / acc["n"] for s in acc["s"])
+        mean = acc["shift"] + e1
+        m2 = (e2 - e1 ** 2).clamp_min(0.0)
+        m4 = (e4 - 4 * e1 * e3 + 6 * e1 ** 2 * e2 - 3 * e1 ** 4).clamp_min(0.0)
+        set_buffers(bn, mean, m2)
+        out.append(Moments(acc["n"], *(t.cpu().numpy() for t in (mean, m2, m4))))
+    return out, net
+
+
+@torch.no_grad()
+def batch_statistics(model: nn.Module, x: torch.Tensor,
+                     batches: list[torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per BN layer, ``(K, C)`` float64 means and biased variances of its input under a
+    train-mode forward of each batch (on a private copy)."""
+    net = copy.deepcopy(model).train()
+    bns = batchnorm_modules(net)
+    current: list = [None] * len(bns)
+
+    def hook(j):
+        def f(module, inp):
+            var, mean = torch.var_mean(inp[0], dim=_dims(inp[0]), correction=0)
+            current[j] = (mean.double(), var.double())
+        return f
+
+    handles = [bn.register_forward_pre_hook(hook(j)) for j, bn in enumerate(bns)]
+    out = [(torch.empty(len(batches), bn.num_features, dtype=torch.float64),
+            torch.empty(len(batches), bn.num_features, dtype=torch.float64)) for bn in bns]
+    try:
+        for k, idx in enumerate(batches):
+            net(x[idx])
+            for j, (mean, var) in enumerate(current):
+                out[j][0][k], out[j][1][k] = mean.cpu(), var.cpu()
+    finally:
+        for h in handles:
+            h.remove()
+    return out
+
+
+def effective_batch_size(model: nn.Module, batch_size: int) -> int:
+    """The number of samples BN's statistics are over: the first virtual batch for ghost BN."""
+    ghosts = {m.ghost_batch_size for m in model.modules() if isinstance(m, GhostBatchNorm)}
+    if len(ghosts) > 1:
+        raise ValueError(f"ghost BN layers with different ghost_batch_size {sorted(ghosts)}")
+    return ghost_sizes(batch_size, ghosts.pop())[0] if ghosts else batch_size
+
+
+def draw_batches(n_train: int, batch_size: int, count: int, sampling: str, seed: int,
+                 run_seed: int = 0) -> list[torch.Tensor]:
+    """``count`` batches of training-set indices from ``default_rng([seed, run_seed,
+    batch_size])``."""
+    rng = np.random.default_rng([seed, run_seed, batch_size])
+    replace = sampling == "with_replacement"
+    return [torch.as_tensor(rng.choice(n_train, batch_size, replace=replace)) for _ in
+            range(count)]

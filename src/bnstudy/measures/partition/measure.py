@@ -1,0 +1,301 @@
+"""Partition density: how many partition boundaries cross a small neighbourhood of a point.
+
+A ReLU/leaky-ReLU network is a continuous piecewise-affine spline; its input-space partition
+boundary is the union of the folded hyperplanes ``F_{l,k} = {x : h_{l,k}(x) = 0}``, one per hidden
+unit, where ``h_{l,k}`` is the unit's pre-activation (after the normalizer, before the activation;
+BN-Explained eqs. (10)-(11)). BN-Explained §3.3 (Figs. 3-4) measures how densely these boundaries
+concentrate around a point by counting the folded hyperplanes passing through an epsilon-ball of
+radius ``r`` centred on it. A unit is one element of a block's pre-activation: a neuron of a fully
+connected layer, one output channel at one spatial position of a conv layer; a layer is a block
+whose activation has a kink at 0 (ReLU, leaky-ReLU with slope != 1); max-pooling kinks and the
+linear head are not counted. The count is per unit (folded hyperplane ``F_{l,k}``), not per facet
+``F_{l,k,omega}`` as in the paper's Fig. 3 wording. Two methods (``method``, recorded per row):
+
+- ``distance`` (default): a unit counts at ``x`` when ``|h(x)| < r ||grad_x h(x)||``, i.e. the
+  distance ``|h(x)| / ||grad_x h(x)||`` from ``x`` to the zero set of the unit's local affine piece
+  is below ``r`` (:mod:`bnstudy.measures.partition.distance`; exact gradients by forward-mode AD,
+  one pass
+  over ``points x D`` rows, all radii from the same pass). For a first-layer unit (affine once BN
+  is frozen) this is exactly "its hyperplane crosses the epsilon-ball of radius ``r``", in any
+  input dimension ``D``. For deeper units it is exact while the boundary stays in the region where
+  the network is affine around ``x``, and a first-order estimate beyond it (the folded hyperplane
+  bends where it meets earlier boundaries). A unit with a zero gradient never counts.
+- ``polytope``: the cross-polytope of radius ``r`` with the ``2k`` vertices ``x +- r v_j`` along a
+  fixed orthonormal frame ``v_1..v_k``, ``k = min(n_vertices / 2, D)`` (the Q factor, signs fixed
+  by diag(R) > 0, of a ``D x k`` standard Gaussian drawn from ``seed``; the same frame for every
+  point, checkpoint and run of a dataset). A unit counts when its pre-activation takes both
+  strictly positive and strictly negative values over the vertices (one forward pass over all
+  vertices). For a first-layer unit the test is ``|h(x)| < r max_j |grad h . v_j|``: the
+  epsilon-ball of radius ``r max_j |grad h . v_j| / ||grad h||``, which shrinks with ``D``
+  (about 0.9 r for D = 2, 0.27 r for 64-D digits with 20 directions, 0.04 r for CIFAR's 3072).
+  A deeper folded hyperplane that enters and leaves the polytope between the same vertices is
+  missed (along a line: an even number of crossings).
+- ``effective_radius``: the epsilon-ball radius the count stands for: ``r`` for ``distance``;
+  for ``polytope`` ``r`` times the mean over the first kinked layer's units of
+  ``max_j |grad h . v_j| / ||grad h||``, the gradient taken at the training inputs' mean (exact
+  for an affine first layer).
+- A network without kinked layers (the deep linear network) has no partition: its rows say
+  ``applicable = False`` with NaN values.
+- Reported per layer (1-based block index) and in total (``layer = "all"``) as the mean count per
+  point (``boundaries``), its standard deviation over points (``boundaries_std``, ddof=1) and
+  ``fraction`` = mean count / the layer's number of neurons (units, or channels x positions for
+  conv layers). A point whose pre-activations are not finite (a diverging run) counts as NaN.
+  ``n_directions``: the polytope's ``k`` directions, or ``D`` for ``distance`` (the whole
+  gradient).
+- Point sets (``n_points`` each, default 100 as in the paper's Fig. 4; drawn from
+  ``numpy.random.default_rng([seed, set index])``, identical for every checkpoint and run):
+  ``train`` and ``test`` are random subsets without replacement (all points if fewer);
+  ``random`` points are Gaussian with the training data's per-feature mean and standard deviation
+  (ddof=0), the paper's "random images scaled to the same mean and variance". Radii are absolute
+  distances in input units (the data as the dataset kind gives them), one list for all point
+  sets.
+- BN statistics (``bn_statistics``, recorded per row; ``"n/a"`` for networks without BatchNorm):
+  ``train_set`` (default; the paper's "BN statistics are obtained from the full training set"):
+  the mean and biased variance of every BN layer's input over the whole training set at the
+  checkpoint's weights, each layer computed with all earlier BN layers already normalizing with
+  their own full-set statistics (a full-batch train-mode pass), then frozen as a fixed affine map;
+  ``batch``: the same over the step's recorded mini-batch; ``running``: the stored running
+  buffers (eval mode). Freezing makes the network one fixed function of its input, so the counts do
+  not depend on which points share a forward pass. LayerNorm/GroupNorm normalize each input by its
+  own statistics, so their pre-activations are not piecewise affine in ``x``; both tests are
+  applied unchanged (the distance is then a first-order estimate even in the first layer).
+- At every checkpoint of the run (step 0 is the initialization). For 2-D inputs also a map over a
+  ``map_resolution`` x ``map_resolution`` grid covering the train and test data (see
+  :mod:`bnstudy.measures.partition.maps`).
+
+The measure never changes the model it is given: it works on a deep copy.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from bnstudy.measures.partition import distance as partition_distance
+from bnstudy.measures.partition import maps as partition_maps
+from bnstudy.measures.partition.frozen_bn import BN_STATISTICS, frozen_copy
+from bnstudy.measures.partition.polytope import crossing_counts, frame
+from bnstudy.networks import models
+from bnstudy.networks.normalizers import batch_statistics_layers
+from bnstudy.options import checked as checked_options
+from bnstudy.options import tuples
+from bnstudy.train.loop import build
+
+log = logging.getLogger("bnstudy")
+
+POINT_SETS = ("train", "test", "random")
+METHODS = ("distance", "polytope")
+NO_BN = "n/a"
+
+
+@dataclass(frozen=True)
+class Options:
+    radii: tuple = (0.01, 0.03, 0.1)
+    method: str = "distance"
+    n_vertices: int = 40
+    n_points: int = 100
+    point_sets: tuple = POINT_SETS
+    bn_statistics: str = "train_set"
+    seed: int = 0
+    chunk_rows: int = 65536
+    maps: bool = True
+    map_resolution: int = 60
+    map_radius: float = 0.03
+    map_margin: float = 0.1
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> Options:
+        d = tuples(checked_options(cls, d, "partition_density"), ("radii", "point_sets"),
+                   "partition_density")
+        opts = cls(**d)
+        opts.validate()
+        return opts
+
+    def validate(self) -> None:
+        def bad(key, why):
+            raise ValueError(f"partition_density {key}={getattr(self, key)!r}: {why}")
+
+        if not self.radii or not all(_positive(r) for r in self.radii):
+            bad("radii", "need a non-empty list of positive finite numbers")
+        if not isinstance(self.n_vertices, int) or self.n_vertices < 2 or self.n_vertices % 2:
+            bad("n_vertices", "need an even integer >= 2 (two vertices per direction)")
+        for key in ("n_points", "chunk_rows", "seed"):
+            if not isinstance(getattr(self, key), int) or getattr(self, key) < (key != "seed"):
+                bad(key, "need a " + ("non-negative" if key == "seed" else "positive") + " int")
+        wrong = [s for s in self.point_sets if s not in POINT_SETS]
+        if not self.point_sets or wrong or len(set(self.point_sets)) != len(self.point_sets):
+            bad("point_sets", f"need distinct names among valid choices {list(POINT_SETS)}")
+        if self.method not in METHODS:
+            bad("method", f"valid choices: {list(METHODS)}")
+        if self.bn_statistics not in BN_STATISTICS:
+            bad("bn_statistics", f"valid choices: {list(BN_STATISTICS)}")
+        if not isinstance(self.maps, bool):
+            bad("maps", "need true or false")
+        if not isinstance(self.map_resolution, int) or self.map_resolution < 2:
+            bad("map_resolution", "need an int >= 2")
+        if not _positive(self.map_radius):
+            bad("map_radius", "need a positive finite number")
+        if not (isinstance(self.map_margin, (int, float)) and 0 <= self.map_margin < math.inf):
+            bad("map_margin", "need a finite number >= 0")
+
+
+def _positive(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
+
+
+def kinked_blocks(model: nn.Module) -> list[tuple[int, models.Block]]:
+    """(1-based layer index, block) of every block whose activation folds the input at 0."""
+    out = []
+    for i, b in enumerate(models.blocks(model), start=1):
+        act = b.act
+        if isinstance(act, nn.ReLU) or (isinstance(act, nn.LeakyReLU)
+                                        and act.negative_slope != 1.0):
+            out.append((i, b))
+        elif not (isinstance(act, nn.Identity)
+                  or (isinstance(act, nn.LeakyReLU) and act.negative_slope == 1.0)):
+            raise ValueError(f"partition density needs piecewise-linear activations with a kink "
+                             f"at 0 (ReLU, LeakyReLU) or identity; layer {i} has {act!r}")
+    return out
+
+
+def point_sets(ds, opts: Options) -> dict[str, np.ndarray]:
+    """The measured points (flat float32 arrays), the same for every checkpoint of a dataset."""
+    xtr = ds.x_train.reshape(len(ds.x_train), -1).astype(np.float32)
+    xte = ds.x_test.reshape(len(ds.x_test), -1).astype(np.float32)
+    out = {}
+    for i, name in enumerate(POINT_SETS):
+        if name not in opts.point_sets:
+            continue
+        rng = np.random.default_rng([opts.seed, i])
+        if name == "random":
+            z = rng.standard_normal((opts.n_points, xtr.shape[1]))
+            out[name] = (xtr.mean(0) + xtr.std(0) * z).astype(np.float32)
+        else:
+            x = xtr if name == "train" else xte
+            out[name] = x[np.sort(rng.choice(len(x), min(opts.n_points, len(x)), replace=False))]
+    return out
+
+
+def count_blocks(net: nn.Module, opts: Options, sets: dict, grid, directions: torch.Tensor,
+                 dev):
+    """Per-layer counts of every (point set, radius) block ``(points, layers)`` and of the map
+    grid (or None), the layers, their units and the passes/rows made, by ``opts.method``."""
+    layers = kinked_blocks(net)
+    blocks, maps = {}, None
+    if opts.method == "distance":
+        norms = [b.norm for _, b in layers]
+        stats: dict = {}
+        x = torch.as_tensor(np.concatenate([sets[s] for s in opts.point_sets]), device=dev)
+        counts, neurons = partition_distance.distance_counts(net, norms, x, opts.radii,
+                                                             opts.chunk_rows, stats)
+        start = 0
+        for s in opts.point_sets:
+            n = len(sets[s])
+            for i, r in enumerate(opts.radii):
+                blocks[(s, float(r))] = counts[start: start + n, i]
+            start += n
+        if grid is not None:
+            maps = partition_distance.distance_counts(
+                net, norms, torch.as_tensor(grid, device=dev), [opts.map_radius],
+                opts.chunk_rows, stats)[0][:, 0]
+        return blocks, maps, [i for i, _ in layers], neurons, stats["forwards"], stats["rows"]
+    centers = [sets[s] for s in opts.point_sets for _ in opts.radii]
+    radii = [np.full(len(sets[s]), r, dtype=np.float32) for s in opts.point_sets
+             for r in opts.radii]
+    if grid is not None:
+        centers.append(grid)
+        radii.append(np.full(len(grid), opts.map_radius, dtype=np.float32))
+    c = crossing_counts(net, layers, torch.as_tensor(np.concatenate(centers), device=dev),
+                        torch.as_tensor(np.concatenate(radii), device=dev), directions,
+                        opts.chunk_rows)
+    start = 0
+    for s in opts.point_sets:
+        for r in opts.radii:
+            blocks[(s, float(r))] = c.counts[start: start + len(sets[s])]
+            start += len(sets[s])
+    maps = None if grid is None else c.counts[start:]
+    return blocks, maps, c.layers, c.neurons, c.forwards, c.rows
+
+
+def measure(model: nn.Module, ds, options: dict | Options | None = None,
+            batch: torch.Tensor | None = None) -> dict[str, list[dict]]:
+    """Partition density of ``model`` (one checkpoint) on ``ds``; ``batch``: the step's batch
+    indices (needed for ``bn_statistics='batch'``). Rows of both tables, without the step."""
+    opts = options if isinstance(options, Options) else Options.from_dict(options)
+    t0 = time.perf_counter()
+    dev = next(model.parameters()).device
+    has_bn = bool(batch_statistics_layers(model))
+    stats = opts.bn_statistics if has_bn else NO_BN
+    sets = point_sets(ds, opts)
+    method = {"method": opts.method, "bn_statistics": stats}
+    if not kinked_blocks(model):
+        nan = float("nan")
+        return {"partition_density": [
+            {"layer": "all", "layer_index": 0, "point_set": s, "radius": float(r),
+             "effective_radius": nan, "boundaries": nan, "boundaries_std": nan, "fraction": nan,
+             "neurons": 0, "n_points": len(sets[s]), "n_directions": 0, **method,
+             "applicable": False} for s in opts.point_sets for r in opts.radii],
+            "partition_density_maps": []}
+    xtr = torch.as_tensor(ds.x_train, device=dev).reshape(len(ds.x_train), -1)
+    net = frozen_copy(model, opts.bn_statistics, xtr, batch, opts.chunk_rows)
+    directions = frame(xtr.shape[1], opts.n_vertices, opts.seed).to(dev)
+    grid = None
+    if opts.maps and xtr.shape[1] == 2:
+        grid = partition_maps.grid(ds, opts.map_resolution, opts.map_margin)
+    blocks, map_counts, layers, neurons, forwards, nrows = count_blocks(net, opts, sets, grid,
+                                                                  directions, dev)
+    if opts.method == "distance":
+        shrink, n_dir = 1.0, xtr.shape[1]
+    else:
+        shrink = partition_distance.polytope_shrink(
+            net, kinked_blocks(net)[0][1].norm, xtr.mean(0, keepdim=True), directions,
+            opts.chunk_rows)
+        n_dir = len(directions)
+    rows = []
+    total = sum(neurons)
+    for (s, r), block in blocks.items():
+        block, n = block.double(), len(block)
+        cols = [(str(li), li, block[:, j], neurons[j]) for j, li in enumerate(layers)]
+        cols.append(("all", 0, block.sum(1), total))
+        for name, li, v, units in cols:
+            mean = float(v.mean())
+            rows.append({"layer": name, "layer_index": li, "point_set": s, "radius": r,
+                         "effective_radius": r * shrink, "boundaries": mean,
+                         "boundaries_std": float(v.std()) if n > 1 else float("nan"),
+                         "fraction": mean / units, "neurons": units, "n_points": n,
+                         "n_directions": n_dir, **method, "applicable": True})
+    maps = [] if grid is None else partition_maps.map_rows(
+        grid, map_counts.numpy(), layers, opts.map_radius, stats, opts.method,
+        opts.map_radius * shrink)
+    log.info("partition_density (%s): %d forward pass(es) over %d rows, %d layers, %.2fs",
+             opts.method, forwards, nrows, len(layers), time.perf_counter() - t0)
+    return {"partition_density": rows, "partition_density_maps": maps}
+
+
+def run(run: dict, ds, options: dict, device: torch.device) -> dict[str, list[dict]]:
+    """Partition density at every checkpoint of ``run``; map rows (and the 2-D training points
+    they are drawn over) for 2-D inputs."""
+    opts = Options.from_dict(options)
+    density, maps = [], []
+    t0 = time.perf_counter()
+    for ck in run["checkpoints"]:
+        # The model and batch of the checkpoint, as checkpoints.restore gives them, without the
+        # optimizer (building torch.optim.SGD imports torch._dynamo: seconds per job).
+        model = build(run["spec"], ds, device)
+        model.load_state_dict(ck["model"])
+        out = measure(model.train(), ds, opts, batch=ck["batch"].to(device))
+        extra = {"step": int(ck["step"]), "diverged": bool(run["diverged"])}
+        density += [{**extra, **row} for row in out["partition_density"]]
+        maps += [{**extra, **row} for row in out["partition_density_maps"]]
+    if maps:
+        maps += [{**row, "diverged": bool(run["diverged"])}
+                 for row in partition_maps.data_rows(ds, run["checkpoints"][0]["step"])]
+    log.info("partition_density: %d checkpoints in %.2fs with options %s",
+             len(run["checkpoints"]), time.perf_counter() - t0, asdict(opts))
+    return {"partition_density": density, "partition_density_maps": maps}

@@ -1,0 +1,189 @@
+"""Models built from a small typed config, with the normalizer injected.
+
+Every hidden layer is a :class:`Block`: ``linear/conv -> normalizer -> activation``. Measures find
+the blocks with :func:`blocks` and hook ``block.norm`` (its output is the pre-activation that the
+activation folds) or ``block.linear`` (its input is the layer's input).
+
+Architectures:
+
+- ``mlp``: ``depth`` hidden blocks of ``width`` units with leaky-ReLU of slope ``slope``
+  (0 gives ReLU), then a linear head.
+- ``dln``: Santurkar's deep linear network: ``depth`` square linear maps in all (``depth - 1``
+  blocks with identity activation, then the head), no biases.
+- ``vgg``: VGG-style 3x3 conv blocks; ``channels`` lists the conv widths with ``"M"`` for a 2x2
+  max-pool, scaled by ``width_mult``; global average pooling then a linear classifier.
+- ``unit``: Luo et al.'s single-layer student ``y = g(norm(w^T x))``: one block whose map has
+  no bias, no head, and the normalizer's shift (BN's beta) held at 0 in a buffer, as Luo §4
+  freezes it; ``g`` is the identity for ``slope: 1`` (the linear student), ReLU for 0.
+
+``slope: 1`` gives an identity activation (not a leaky ReLU of slope 1), so measures and hooks
+see a linear unit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+
+import torch
+from torch import nn
+
+from bnstudy.networks import normalizers
+from bnstudy.networks.blocks import Block, Net, activation, blocks, maps  # noqa: F401 (re-exported)
+
+ARCHS = ("mlp", "dln", "vgg", "unit")
+INITS = ("default", "kaiming", "xavier", "orthogonal")
+BIAS_INITS = ("default", "zero", "random")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    arch: str
+    depth: int = 4
+    width: int = 64
+    slope: float = 0.0
+    channels: tuple = (32, "M", 64, "M", 128)
+    width_mult: float = 1.0
+    init: str = "kaiming"
+    bias_init: str = "zero"
+    bias_std: float = 1.0
+    extra: dict = field(default_factory=dict)
+    # options per normalizer name, e.g. {"ghost_batchnorm": {"ghost_batch_size": 8}}: one model
+    # serves every normalizer of an experiment (normalizers.py documents each option)
+    norm_options: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ModelConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown model option(s) {unknown}; valid: {sorted(known)}")
+        d = dict(d)
+        if "channels" in d:
+            d["channels"] = tuple(d["channels"])
+        cfg = cls(**d)
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        if self.arch not in ARCHS:
+            raise ValueError(f"unknown model arch {self.arch!r}; valid choices: {', '.join(ARCHS)}")
+        if self.init not in INITS:
+            raise ValueError(f"unknown init {self.init!r}; valid choices: {', '.join(INITS)}")
+        if self.bias_init not in BIAS_INITS:
+            raise ValueError(
+                f"unknown bias_init {self.bias_init!r}; valid choices: {', '.join(BIAS_INITS)}"
+            )
+        for key in ("depth", "width"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"model {key}={v!r}: allowed: an integer >= 1")
+        for key, low in (("slope", 0.0), ("width_mult", 0.0), ("bias_std", 0.0)):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not low <= v < math.inf \
+                    or (key == "width_mult" and v == 0):
+                raise ValueError(f"model {key}={v!r}: allowed: a finite number "
+                                 f"{'> 0' if key == 'width_mult' else '>= 0'}")
+        for c in self.channels:
+            if c != "M" and not (isinstance(c, int) and c > 0):
+                raise ValueError(f"vgg channels entries must be positive ints or 'M', got {c!r}")
+        unknown = sorted(set(self.norm_options) - set(normalizers.names()))
+        if unknown:
+            raise ValueError(f"norm_options names unknown normalizer(s) {unknown}; valid choices: "
+                             f"{', '.join(normalizers.names())}")
+        for name, opts in self.norm_options.items():
+            if not isinstance(opts, dict):
+                raise ValueError(f"norm_options[{name!r}] must map option names to values, "
+                                 f"got {opts!r}")
+
+    def normalizer(self, norm: str) -> normalizers.Normalizer:
+        """Normalizer ``norm`` configured with its entry of ``norm_options`` (checked)."""
+        return normalizers.get(norm, self.norm_options.get(norm))
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["channels"] = list(self.channels)
+        return d
+
+
+def _freeze_shift(norm: nn.Module) -> None:
+    """Hold a normalizer's shift parameter (``bias``, BN's beta) at 0 as a buffer."""
+    bias = norm._parameters.get("bias")
+    if bias is not None:
+        del norm._parameters["bias"]
+        norm.register_buffer("bias", torch.zeros_like(bias.detach()))
+
+
+def build_model(cfg: ModelConfig | dict, norm: str, input_shape, out_dim: int) -> Net:
+    """Build a model; ``input_shape`` excludes the batch dimension (e.g. (2,) or (1, 8, 8))."""
+    if isinstance(cfg, dict):
+        cfg = ModelConfig.from_dict(cfg)
+    nz = cfg.normalizer(norm)
+    cfg = replace(cfg, **nz.init_overrides())  # e.g. zero_bias / random_bias
+    d_in = int(math.prod(input_shape))
+    layers: list[nn.Module] = []
+    if cfg.arch == "mlp":
+        d = d_in
+        for _ in range(cfg.depth):
+            lin = nz.wrap(nn.Linear(d, cfg.width, bias=nz.linear_bias))
+            layers.append(Block(lin, nz.layer(cfg.width, "fc"), activation(cfg.slope)))
+            d = cfg.width
+        head = nn.Linear(d, out_dim)
+        net = Net(nn.Sequential(*layers), head, input_shape, conv=False)
+    elif cfg.arch == "dln":
+        if d_in != out_dim:
+            raise ValueError(f"dln needs square maps: input dim {d_in} != output dim {out_dim}")
+        for _ in range(cfg.depth - 1):
+            lin = nz.wrap(nn.Linear(d_in, d_in, bias=False))
+            layers.append(Block(lin, nz.layer(d_in, "fc"), nn.Identity()))
+        head = nn.Linear(d_in, out_dim, bias=False)
+        net = Net(nn.Sequential(*layers), head, input_shape, conv=False)
+    elif cfg.arch == "unit":
+        lin = nz.wrap(nn.Linear(d_in, out_dim, bias=False))
+        block = Block(lin, nz.layer(out_dim, "fc"), activation(cfg.slope))
+        _freeze_shift(block.norm)
+        net = Net(nn.Sequential(block), nn.Identity(), input_shape, conv=False)
+    else:
+        if len(input_shape) != 3:
+            raise ValueError(f"vgg needs (C, H, W) inputs, got input shape {tuple(input_shape)}")
+        c = input_shape[0]
+        for spec in cfg.channels:
+            if spec == "M":
+                layers.append(nn.MaxPool2d(2))
+                continue
+            w = max(1, round(spec * cfg.width_mult))
+            conv = nz.wrap(nn.Conv2d(c, w, 3, padding=1, bias=nz.linear_bias))
+            layers.append(Block(conv, nz.layer(w, "conv"), activation(cfg.slope)))
+            c = w
+        head = nn.Linear(c, out_dim)
+        net = Net(nn.Sequential(*layers), head, input_shape, conv=True)
+    _initialize(net, cfg)
+    return net
+
+
+def _base(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The raw weight (weight norm's direction v when reparametrized) and bias."""
+    p = getattr(module, "parametrizations", None)
+    weight = p.weight.original1 if p is not None and "weight" in p else module.weight
+    return weight, module.bias
+
+
+@torch.no_grad()
+def _initialize(net: Net, cfg: ModelConfig) -> None:
+    for m in maps(net):
+        w, b = _base(m)
+        if cfg.init == "kaiming":
+            nn.init.kaiming_normal_(w, a=cfg.slope, nonlinearity="leaky_relu")
+        elif cfg.init == "xavier":
+            nn.init.xavier_normal_(w)
+        elif cfg.init == "orthogonal":
+            nn.init.orthogonal_(w)
+        if b is not None and cfg.bias_init == "zero":
+            b.zero_()
+        elif b is not None and cfg.bias_init == "random":
+            b.normal_(0.0, cfg.bias_std)
+        p = getattr(m, "parametrizations", None)
+        if p is not None and "weight" in p:
+            # Weight norm: start with g = ||v|| per output unit so w equals the initialized v.
+            dims = tuple(range(1, w.dim()))
+            p.weight.original0.copy_(torch.linalg.vector_norm(w, dim=dims, keepdim=True))

@@ -1,0 +1,304 @@
+"""Normalizers whose statistics come from the training set, not the mini-batch.
+
+Both need the trainer: :func:`bnstudy.train.loop.train` calls the normalizer's ``on_init`` hook
+once after building the model (before the step-0 checkpoint) and its ``before_update`` hook at
+the start of every step (before that step's evaluation, checkpoint and update). Everything a
+hook computes is stored in parameters or buffers, so a checkpoint restores the trained model
+without rerunning any hook. ``ctx`` is a :class:`bnstudy.networks.normalizers.HookContext`.
+
+**Population normalization + gamma decay** (Luo et al. 2019, Eq. 3): :class:`PopulationNorm`
+computes ``gamma (h - mu_P) / sqrt(sigma_P^2 + eps) + beta`` with population statistics of the
+pre-activation ``h = w^T z`` instead of batch statistics. Choices the paper leaves open:
+
+- The population is a fixed subset of ``n_samples`` training inputs (drawn once from the run
+  seed; the whole training set when it is smaller). Before every ``refresh_every``-th update,
+  layer by layer from the input, the mean ``m`` and (biased) covariance ``C`` of each layer's
+  *input* ``z`` over that subset are re-estimated (for conv layers: of the im2col patches, over
+  samples and positions), with the earlier layers already refreshed.
+- ``mu_P = w^T m`` and ``sigma_P^2 = w^T C w`` are computed from the layer's *current* weights,
+  so they are exact population statistics of ``h`` for the stored input moments and gradients
+  flow through them to the layer's own weights (PN is then scale-invariant in ``w``, like BN and
+  like WN, to which Luo's Eq. 4 reduces it when ``C = a I``). The dependence of ``m, C`` on
+  earlier layers is not differentiated (Luo's per-layer analysis, App. C.4, isolates each
+  layer's input the same way). Train and eval mode compute the same function.
+- Gamma decay adds ``zeta_i gamma_i^2`` per unit to the objective: its gradient ``2 zeta gamma``
+  is added to gamma's gradient in every training-mode backward pass (the reported loss is the
+  data loss). ``zeta`` is a number (the same for all units; Luo's linear-student equivalence is
+  ``1/(2M)``) or ``"eq3"``: at each refresh, per unit, Eq. 3's
+  ``zeta = (rho + 2)/(8M) I(gamma) + 1/(2M) mean_j A''(hbar_j)``, with ``rho`` the excess
+  kurtosis of the normalized pre-activation over the subset, ``I(gamma) = mean_j
+  (d nll_j / d gamma)^2`` from per-sample negative log likelihoods, ``A''`` the second
+  derivative of the activation's log-partition function (the softplus approximation of ReLU
+  gives the sigmoid of Eq. 3; leaky ReLU of slope ``a`` gives ``(1 - a) sigmoid``; identity
+  gives 1) and ``M = zeta_batch_size`` (default: the training batch size, the BN batch that
+  PN + gamma decay stands in for).
+- Eq. 3 is in units of the negative log likelihood (its proof expands ``A(h) - y h``, whose
+  curvature is ``A''``): ``zeta gamma^2`` approximates the expected increase of the NLL that
+  the jitter of ``mu_B, sigma_B`` causes. The decay is added to the *training* loss, so it is
+  converted to its units: with ``loss_j = c nll_j``, ``zeta_loss = c zeta_nll`` and
+  ``I_nll = I_loss / c^2``, i.e. ``zeta = (rho + 2)/(8M) I_loss / c + c/(2M) mean_j A''``.
+  Cross-entropy is the NLL (``c = 1``); the regression loss, squared error averaged over the
+  ``d`` outputs, is ``2/d`` times the unit-variance Gaussian NLL ``sum_k r_k^2 / 2``
+  (``c = 2/d``; Luo App. C.3: "if one uses mean square error without being divided by 2 ...
+  zeta should be multiplied by 2"). ``tests/test_normalizers_population.py`` checks the
+  result against a Monte Carlo estimate of the expected increase of the training loss under
+  batch statistics.
+- Cost: each refresh is one forward pass over the subset (plus one backward for ``"eq3"``) and a
+  ``fan_in x fan_in`` covariance per layer; on the digits MLP (4 x 128, batch 64, 1024 samples)
+  a step costs about 15x a BN step with ``refresh_every=1`` -- raise ``refresh_every`` for
+  larger studies (statistics then lag the weights by up to that many steps).
+
+**bn_init** (BN-Explained §4's "smart initialization"): at step 0, layer by layer from the
+input, the mean ``mu`` and biased variance ``sigma^2`` of each hidden layer's pre-activation over
+the *whole* training set are computed (with the earlier layers already normalized) and BN with
+``gamma = 1, beta = 0`` is frozen into the network; training then runs without BN. With
+``fold=True`` (default) the map is folded into the layer (``W <- W / sigma``,
+``b <- (b - mu) / sigma``, ``sigma = sqrt(var + eps)``), so SGD trains an ordinary network from
+that initialization (a map without bias, as in the dln, keeps the fixed shift ``mu / sigma`` in
+its :class:`FrozenAffine`); with ``fold=False`` it stays a separate fixed map
+(:class:`FrozenAffine`) after an unchanged layer, which also rescales the layer's gradients.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bnstudy.networks.blocks import blocks
+from bnstudy.networks.layer_inputs import for_each_input
+from bnstudy.networks.norms.fixed import FrozenAffine, gamma_decayed
+from bnstudy.networks.norms.layers import channel_view
+
+
+class PopulationNorm(nn.Module):
+    """Luo's PN with gamma decay; bound to its block's linear/conv map by the model builder."""
+
+    def __init__(self, num_features: int, zeta: float | str = "eq3", eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(num_features))
+        self.bias = nn.Parameter(torch.zeros(num_features))
+        z0 = 0.0 if zeta == "eq3" else float(zeta)
+        self.register_buffer("zeta", torch.full((num_features,), z0))
+        self.register_buffer("calibrated", torch.zeros((), dtype=torch.bool))
+        self._source: list[nn.Module] = []
+
+    def bind(self, linear: nn.Module) -> None:
+        """Attach the linear/conv map whose pre-activations this layer normalizes."""
+        if isinstance(linear, nn.Conv2d) and (linear.groups != 1 or linear.padding_mode != "zeros"):
+            raise ValueError("population_norm supports ungrouped, zero-padded convolutions only")
+        if not isinstance(linear, (nn.Linear, nn.Conv2d)):
+            raise ValueError(f"population_norm needs a Linear or Conv2d map, got {type(linear)}")
+        self._source = [linear]  # a plain list: not a submodule, no duplicate state_dict keys
+        d = linear.weight[0].numel()
+        self.register_buffer("mean_in", torch.zeros(d))
+        self.register_buffer("cov_in", torch.zeros(d, d))
+
+    @property
+    def linear(self) -> nn.Module:
+        if not self._source:
+            raise RuntimeError("PopulationNorm is not bound to a linear/conv map")
+        return self._source[0]
+
+    def patches(self, z: torch.Tensor) -> torch.Tensor:
+        """The layer's input as rows ``(samples x positions, fan_in)``."""
+        lin = self.linear
+        if isinstance(lin, nn.Linear):
+            return z.reshape(z.shape[0], -1)
+        cols = F.unfold(z, lin.kernel_size, lin.dilation, lin.padding, lin.stride)
+        return cols.transpose(1, 2).reshape(-1, cols.shape[1])
+
+    def population_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``mu_P = w^T m (+ b)`` and ``sigma_P^2 = w^T C w``, differentiable in ``w``."""
+        lin = self.linear
+        w = lin.weight.reshape(lin.weight.shape[0], -1)
+        mu = w @ self.mean_in
+        if lin.bias is not None:
+            mu = mu + lin.bias
+        return mu, ((w @ self.cov_in) * w).sum(1)
+
+    def normalized(self, h: torch.Tensor) -> torch.Tensor:
+        if not bool(self.calibrated):
+            raise RuntimeError("population_norm has no population statistics yet: they are "
+                               "estimated by the trainer's hooks (training.train)")
+        mu, var = self.population_stats()
+        return (h - channel_view(mu, h)) * channel_view(torch.rsqrt(var + self.eps), h)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        n = self.normalized(h)
+        return n * channel_view(gamma_decayed(self), h) + channel_view(self.bias, h)
+
+
+def subset(ctx, n_samples: int) -> torch.Tensor:
+    """The fixed population subset: ``n_samples`` training indices drawn from the run seed."""
+    n = len(ctx.x)
+    if n_samples >= n:
+        return torch.arange(n)
+    gen = torch.Generator().manual_seed(int(ctx.seed))
+    return torch.randperm(n, generator=gen)[:n_samples].sort().values
+
+
+def _accumulate(pn: PopulationNorm, acc: dict, z: torch.Tensor) -> None:
+    rows = pn.patches(z.detach()).double()
+    acc["n"] += rows.shape[0]
+    acc["s"] = acc["s"] + rows.sum(0)
+    acc["q"] = acc["q"] + rows.T @ rows
+
+
+@torch.no_grad()
+def _store(pn: PopulationNorm, acc: dict) -> None:
+    mean = acc["s"] / acc["n"]
+    pn.mean_in.copy_(mean.to(pn.mean_in.dtype))
+    pn.cov_in.copy_((acc["q"] / acc["n"] - torch.outer(mean, mean)).to(pn.cov_in.dtype))
+    pn.calibrated.fill_(True)
+
+
+@torch.no_grad()
+def refresh(model: nn.Module, ctx, options: dict, chunk: int = 4096) -> None:
+    """Re-estimate every PN layer's input moments (and ``zeta`` for ``"eq3"``), layer by layer.
+
+    A subset of at most ``chunk`` inputs takes one forward pass in which each layer's moments
+    are set from its input just before the layer runs (so later layers see refreshed earlier
+    ones), and that same pass serves Eq. 3; larger subsets take one chunked pass per layer.
+    """
+    idx = subset(ctx, options["n_samples"]).to(ctx.x.device)
+    x, y = ctx.x[idx], ctx.y[idx]
+    pairs = [(b, b.norm) for b in blocks(model) if isinstance(b.norm, PopulationNorm)]
+    eq3 = options["zeta"] == "eq3" and bool(pairs)
+    m = int(options.get("zeta_batch_size") or ctx.batch_size)
+    if len(x) <= chunk:
+        def set_moments(mod, inp, pn):
+            acc = {"n": 0, "s": 0.0, "q": 0.0}
+            with torch.no_grad():
+                _accumulate(pn, acc, inp[0])
+                _store(pn, acc)
+
+        handles = [b.linear.register_forward_pre_hook(
+            lambda mod, inp, pn=pn: set_moments(mod, inp, pn)) for b, pn in pairs]
+        try:
+            if eq3:
+                with torch.enable_grad():
+                    eq3_zeta(model, pairs, x, y, ctx.task, m, chunk)
+            else:
+                model(x)
+        finally:
+            for h in handles:
+                h.remove()
+        return
+    for block, pn in pairs:
+        acc = {"n": 0, "s": 0.0, "q": 0.0}
+        for_each_input(model, x, chunk, lambda z, pn=pn, acc=acc: _accumulate(pn, acc, z),
+                    block.linear)
+        _store(pn, acc)
+    if eq3:
+        with torch.enable_grad():
+            eq3_zeta(model, pairs, x, y, ctx.task, m, chunk)
+
+
+def _a2(act: nn.Module, hbar: torch.Tensor) -> torch.Tensor:
+    """Second derivative of the activation's log-partition function A at ``hbar``."""
+    if isinstance(act, nn.ReLU):
+        return torch.sigmoid(hbar)
+    if isinstance(act, nn.LeakyReLU):
+        return (1 - act.negative_slope) * torch.sigmoid(hbar)
+    if isinstance(act, nn.Identity):
+        return torch.ones_like(hbar)
+    raise ValueError(f"population_norm zeta='eq3' supports ReLU, LeakyReLU and identity "
+                     f"activations, got {type(act).__name__}")
+
+
+def eq3_zeta(model, pairs, x, y, task: str, m: int, chunk: int) -> None:
+    """Set each PN unit's ``zeta`` to Luo's Eq. 3 estimate over the inputs ``x``, labels ``y``,
+    in units of the training loss (see the module docstring)."""
+    sums = [dict(fisher=0.0, n2=0.0, n4=0.0, a2=0.0, pos=0, samples=0) for _ in pairs]
+    scale = 1.0  # the training loss in units of the negative log likelihood (c in the docstring)
+    for i in range(0, len(x), chunk):
+        outs, norms = [], []
+
+        def keep(mod, inp, out, outs=outs, norms=norms):
+            outs.append(out)
+            norms.append(mod.normalized(inp[0]).detach())
+
+        handles = [pn.register_forward_hook(keep) for _, pn in pairs]
+        try:
+            pred = model(x[i: i + chunk])
+        finally:
+            for h in handles:
+                h.remove()
+        yc = y[i: i + chunk]
+        if task == "classification":
+            total = F.cross_entropy(pred, yc, reduction="sum")
+        else:
+            total = F.mse_loss(pred, yc, reduction="sum") / (pred[0].numel())
+            scale = 2.0 / pred[0].numel()  # the loss is (2/d) x the unit-variance Gaussian NLL
+        grads = torch.autograd.grad(total, outs)
+        for s, (block, _), out, n, g in zip(sums, pairs, outs, norms, grads, strict=True):
+            dims = tuple(range(2, n.dim()))
+            per_sample = (g * n).sum(dims) if dims else g * n  # d l_j / d gamma, (N, C)
+            sq = n.transpose(0, 1).reshape(n.shape[1], -1) ** 2  # sums accumulate in float64
+            s["fisher"] = s["fisher"] + (per_sample * per_sample).sum(0, dtype=torch.float64)
+            s["n2"] = s["n2"] + sq.sum(1, dtype=torch.float64)
+            s["n4"] = s["n4"] + (sq * sq).sum(1, dtype=torch.float64)
+            a2 = _a2(block.act, out.detach()).transpose(0, 1).reshape(n.shape[1], -1)
+            s["a2"] = s["a2"] + a2.sum(1, dtype=torch.float64)
+            s["pos"] += sq.shape[1]
+            s["samples"] += n.shape[0]
+    with torch.no_grad():
+        for s, (_, pn) in zip(sums, pairs, strict=True):
+            var = s["n2"] / s["pos"]
+            rho = (s["n4"] / s["pos"]) / var.clamp_min(1e-12) ** 2 - 3.0
+            fisher = s["fisher"] / s["samples"] / scale ** 2  # I(gamma) of the NLL
+            zeta = scale * ((rho + 2) / (8 * m) * fisher + (s["a2"] / s["pos"]) / (2 * m))
+            pn.zeta.copy_(zeta.to(pn.zeta.dtype))
+
+
+@torch.no_grad()
+def luo_zeta(model: nn.Module, ctx, options: dict) -> None:
+    """weightnorm_gamma_decay's ``zeta="luo"``: the decay Luo §4 finds equivalent to BN with
+    batch size M: ``1/(2M)`` for a linear (identity) unit, ``1/(4M)`` for a ReLU unit."""
+    if options["zeta"] != "luo":
+        return
+    m = int(options.get("zeta_batch_size") or ctx.batch_size)
+    for block in blocks(model):
+        if isinstance(block.act, nn.Identity):
+            z = 1 / (2 * m)
+        elif isinstance(block.act, nn.ReLU):
+            z = 1 / (4 * m)
+        else:
+            raise ValueError("weightnorm_gamma_decay zeta='luo' is defined for identity and ReLU "
+                             f"units, got {type(block.act).__name__}; give zeta a number")
+        block.norm.zeta.fill_(z)
+
+
+@torch.no_grad()
+def fold_bn_init(model: nn.Module, ctx, options: dict, chunk: int = 4096) -> None:
+    """BN-Explained §4: freeze whole-training-set BN (gamma=1, beta=0) into every hidden layer."""
+    x, eps, fold = ctx.x, float(options["eps"]), bool(options["fold"])
+    for block in blocks(model):
+        acc = {"n": 0, "s": 0.0, "q": 0.0}
+
+        def grab(h, acc=acc):
+            h = h.transpose(0, 1).reshape(h.shape[1], -1).double()
+            acc["n"] += h.shape[1]
+            acc["s"] = acc["s"] + h.sum(1)
+            acc["q"] = acc["q"] + (h * h).sum(1)
+
+        # the norm layer's input is the layer's pre-activation
+        for_each_input(model, x, chunk, grab, block.norm)
+        mean = acc["s"] / acc["n"]
+        var = (acc["q"] / acc["n"] - mean * mean).clamp_min(0)
+        sigma = torch.sqrt(var + eps)
+        if not isinstance(block.norm, FrozenAffine):
+            raise ValueError("bn_init needs FrozenAffine norm layers")
+        if fold:
+            lin = block.linear
+            w, b = lin.weight, lin.bias
+            w.copy_(w / sigma.view(-1, *([1] * (w.dim() - 1))).to(w.dtype))
+            if b is not None:
+                b.copy_(((b.double() - mean) / sigma).to(b.dtype))
+            else:  # a bias-free map (dln): the shift stays in the fixed map after it
+                block.norm.shift.copy_((mean / sigma).to(block.norm.shift.dtype))
+        else:
+            block.norm.shift.copy_(mean.to(block.norm.shift.dtype))
+            block.norm.scale.copy_((1 / sigma).to(block.norm.scale.dtype))

@@ -1,0 +1,158 @@
+"""The final, self-contained HTML report (figures embedded as base64 PNG), rendered from the
+Jinja2 template of :mod:`bnstudy.report.template`.
+
+It opens with what the study found (the claims ledger's verdicts, each linked to its evidence;
+:mod:`bnstudy.report.summary`), then a table of contents and the sections of
+:mod:`bnstudy.plots` ordered by question (:data:`ORDER`): each shows its figures per experiment
+with captions and a summary table of mean ± CI (Student t, 95% by default) over seeds; a section
+with neither figure nor summary rows is left out. The full claims ledger, the study config and
+the provenance of every table close the report.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+import jinja2
+import pandas as pd
+import yaml
+
+from bnstudy import io, plots, tables
+from bnstudy.report import summary as report_summary
+from bnstudy.report import template as report_template
+
+# Sections by question: partition density, ICS, smoothness, generalization and training, BN
+# jitter, teacher-student, the counterexample; sections not listed follow in registration order.
+ORDER = ("partition_density", "ics", "smoothness", "generalization", "training", "lr_sweep",
+         "bn_jitter", "teacher_student", "dannemann")
+
+
+def _figure_index(figures: list[str]) -> dict[tuple[str, str], Path]:
+    """Map (family, experiment) to the figure file: results/figures/<experiment>/<family>.png."""
+    return {(f.stem, f.parent.name): f for f in map(Path, figures)}
+
+
+def _png(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", str(text)).strip("-") or "x"
+
+
+def _last_steps(df: pd.DataFrame) -> pd.DataFrame:
+    keys = [c for c in ("experiment", "norm", "seed") if c in df.columns]
+    last = df.groupby(keys)["step"].transform("max")
+    return df[df["step"] == last]
+
+
+def summary_table(df: pd.DataFrame, section: plots.Section, level: float) -> str:
+    if section.summary_filter.get("last_step"):
+        df = _last_steps(df)
+    by = [c for c in tables.GROUP if c in df.columns]
+    for extra in ("split", "layer", "point_set"):
+        if extra in df.columns and extra in section.summary_filter.get("by", ("split",)):
+            by.append(extra)
+    cols = [c for c in section.summary_columns if c in df.columns]
+    if not cols or df.empty:
+        return ""
+    s = tables.summarize(df, cols, by=by, level=level)
+    s["value"] = s.apply(tables.format_mean_ci, axis=1)
+    wide = s.pivot_table(index=by, columns="quantity", values="value", aggfunc="first")
+    wide = wide[[c for c in cols if c in wide.columns]]
+    n = s.groupby(by)["n_runs"].first()
+    wide.insert(0, "seeds", n)
+    return wide.reset_index().to_html(index=False, na_rep="n/a", border=0)
+
+
+def ordered_sections() -> list[plots.Section]:
+    plots.load_all()
+    rank = {k: i for i, k in enumerate(ORDER)}
+    keys = sorted(plots.SECTIONS, key=lambda k: rank.get(k, len(ORDER)))  # stable
+    return [plots.SECTIONS[k] for k in keys]
+
+
+def section_context(section: plots.Section, frames: dict[str, pd.DataFrame],
+                    figs: dict[tuple[str, str], Path], experiments: list[str],
+                    level: float) -> dict | None:
+    """The template's view of one section, or None when it has no figure and no summary rows
+    for this study (no table, or a table whose summarized columns it lacks)."""
+    if section.table not in frames:
+        return None
+    sid = "sec-" + _slug(section.key)
+    groups = []
+    for scope in ["study", *experiments]:
+        figures = []
+        for fam_name in section.families:
+            fam = plots.FAMILIES[fam_name]
+            if (fam.scope == "experiment") != (scope != "study") or (fam_name, scope) not in figs:
+                continue
+            where = "whole study" if scope == "study" else f"experiment {scope}"
+            figures.append({"id": f"fig-{_slug(fam_name)}-{_slug(scope)}",
+                            "alt": f"{fam_name} ({where})", "data": _png(figs[fam_name, scope]),
+                            "caption": f"{fam.caption} [{where}]"})
+        if figures:
+            heading = None if scope == "study" else f"Experiment {scope}"
+            groups.append({"id": f"{sid}--{scope}", "heading": heading, "figures": figures})
+    table_html = summary_table(frames[section.table], section, level)
+    if not groups and not table_html:
+        return None
+    findings = section.findings(frames) if section.findings is not None else ""
+    return {"id": sid, "key": section.key, "title": section.title, "text": section.text,
+            "groups": groups, "findings": findings, "table": table_html}
+
+
+def build(config: dict, table_paths: list[str], figures: list[str], out: str) -> None:
+    level = float(config.get("report", {}).get("ci", 0.95))
+    title = config.get("report", {}).get("title", "bnstudy report")
+    frames = {Path(p).stem: pd.read_parquet(p) for p in table_paths}
+    figs = _figure_index(figures)
+    experiments = sorted(config.get("experiments", {}))
+    sections = [c for c in (section_context(s, frames, figs, experiments, level)
+                            for s in ordered_sections()) if c is not None]
+    section_of: dict[str, tuple[str, str]] = {}
+    for ctx in sections:
+        table = plots.SECTIONS[ctx["key"]].table
+        section_of.setdefault(table, (ctx["id"], ctx["title"]))
+    groups = {g["id"] for ctx in sections for g in ctx["groups"]}
+    ledger = (report_summary.rows(frames["claims"], section_of, groups)
+              if "claims" in frames else [])
+    doc = render({
+        "title": title, "level_pct": f"{level:.0%}", "intro": _intro(config, frames),
+        "found": report_summary.found(ledger), "sections": sections, "ledger": ledger,
+        "config_yaml": yaml.safe_dump(config, sort_keys=False),
+        "provenance": _provenance(table_paths),
+    })
+    with io.atomic_path(out) as tmp:
+        tmp.write_text(doc, encoding="utf-8")
+
+
+def render(context: dict) -> str:
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters["vclass"] = lambda v: "v-" + _slug(str(v).replace(" ", "-"))
+    return env.from_string(report_template.TEMPLATE).render(css=report_template.CSS, **context)
+
+
+def _intro(config: dict, frames: dict[str, pd.DataFrame]) -> dict:
+    gen = frames.get("generalization")
+    runs = len(gen) if gen is not None else 0
+    diverged = int(gen["diverged"].sum()) if gen is not None and "diverged" in gen else 0
+    exps = [{"name": n, "dataset": e["dataset"], "model": e["model"],
+             "norms": ", ".join(e["norms"]), "seeds": e["seeds"]}
+            for n, e in config.get("experiments", {}).items()]
+    text = (f"What do normalization layers do to a deep network? This report gathers {runs} "
+            f"training runs ({diverged} diverged) over {len(exps)} "
+            "experiments (click for the list).")
+    return {"text": text, "experiments": exps}
+
+
+def _provenance(table_paths: list[str]) -> str:
+    rows = []
+    for p in table_paths:
+        prov = io.read_provenance(p)
+        rows.append({"table": Path(p).name, **{k: prov.get(k) for k in (
+            "config_hash", "bnstudy_version", "torch_version", "device", "git_commit")}})
+    return pd.DataFrame(rows).to_html(index=False, border=0)

@@ -1,0 +1,120 @@
+"""What the study found: the report's summary and full ledger rows, from the claims ledger.
+
+Each ledger row (see :mod:`bnstudy.claims.ledger`) becomes a dict of display strings; measured rows
+are
+listed one by one in the summary, each linked to the report section that holds its evidence
+(the section drawn from the claim's table, at the experiment's figures where it has any), and
+the rows the study did not measure are gathered in one "not measured" line.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bnstudy.claims import ledger as claims
+
+# claims evaluated outside claims.CLAIMS, by the table they read
+EXTRA_TABLES = {"dannemann": "dannemann"}
+
+
+def claim_tables() -> dict[str, str]:
+    """claim id -> the aggregated table its verdict is computed from."""
+    return {**{c.key: c.table for c in claims.CLAIMS}, **EXTRA_TABLES}
+
+
+def _num(x, fmt: str) -> str | None:
+    return None if x is None or pd.isna(x) else format(float(x), fmt)
+
+
+def _text(x) -> str:
+    return "" if x is None or (not isinstance(x, str) and pd.isna(x)) else str(x)
+
+
+def where(r: pd.Series) -> str:
+    """'experiment: norm vs baseline' (the parts the row has)."""
+    exp, norm, base = _text(r.get("experiment")), _text(r.get("norm")), _text(r.get("baseline"))
+    side = norm + (f" vs {base}" if base and norm else "")
+    return ": ".join(p for p in (exp, side) if p) or base
+
+
+def effect(r: pd.Series) -> str:
+    """'effect [low, high]', or the row's note where it has no effect (e.g. Dannemann)."""
+    e = _num(r.get("effect"), ".3g")
+    if e is None:
+        return _text(r.get("note")) or "n/a"
+    lo, hi = _num(r.get("ci_low"), ".3g"), _num(r.get("ci_high"), ".3g")
+    return f"{e} [{lo}, {hi}]" if lo is not None and hi is not None else e
+
+
+def effect_full(r: pd.Series) -> str:
+    e = _num(r.get("effect"), ".3g")
+    if e is None:
+        return ""
+    out = e
+    if _num(r.get("ci_low"), ".3g") is not None:
+        dz = _num(r.get("cohens_dz"), ".2g")
+        out += f" [{r['ci_low']:.3g}, {r['ci_high']:.3g}], d_z={dz}"
+    n = r.get("n_seeds")
+    return out + (f" (n={int(n)})" if n is not None and pd.notna(n) else "")
+
+
+def values(r: pd.Series) -> str:
+    v = _num(r.get("value"), ".4g")
+    if v is None:
+        return ""
+    b, base = _num(r.get("baseline_value"), ".4g"), r.get("baseline")
+    return v + (f" vs {b} ({base})" if b is not None and isinstance(base, str) else "")
+
+
+def anchor(r: pd.Series, section_of: dict[str, tuple[str, str]],
+           groups: set[str]) -> dict:
+    """The evidence of a row: the section drawn from the claim's table (``section_anchor``,
+    ``section``) and, where that section has figures of the row's experiment, their group
+    (``anchor``; else the section's); anchors are None, and ``section`` says why, when the
+    report has no such section."""
+    table = claim_tables().get(r["claim_id"])
+    if table not in section_of:
+        why = f"no section for table {table!r}" if table else "unknown claim"
+        return {"anchor": None, "section_anchor": None, "section": why}
+    sec_id, title = section_of[table]
+    sub = f"{sec_id}--{_text(r.get('experiment'))}"
+    return {"anchor": sub if sub in groups else sec_id, "section_anchor": sec_id,
+            "section": title}
+
+
+def rows(ledger: pd.DataFrame, section_of: dict[str, tuple[str, str]],
+         groups: set[str]) -> list[dict]:
+    """One display dict per ledger row, in ledger order."""
+    out = []
+    for _, r in ledger.iterrows():
+        role = r.get("role")
+        out.append({
+            "claim_id": r["claim_id"], "paper": _text(r.get("paper")), "claim": r["claim"],
+            "quantity": _text(r.get("quantity")), "curve": _text(r.get("curve")),
+            "check": role if isinstance(role, str) and role != "test" else "",
+            "rule": _text(r.get("rule")), "note": _text(r.get("note")),
+            "verdict": r["verdict"], "where": where(r), "effect": effect(r),
+            "has_effect": _num(r.get("effect"), "g") is not None,
+            "effect_full": effect_full(r), "values": values(r), **anchor(r, section_of, groups),
+            "measured": r["verdict"] != "not measured",
+        })
+    return out
+
+
+def found(display_rows: list[dict]) -> dict:
+    """The summary: verdict counts, the measured rows (also grouped by claim, consecutive rows of
+    one claim id together), and the unmeasured ones for one line."""
+    measured = [r for r in display_rows if r["measured"]]
+    counts: dict[str, int] = {}
+    for r in display_rows:
+        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    order = ("supported", "not supported", "inconclusive", "not measured")
+    ranked = sorted(counts.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else 9))
+    groups: list[dict] = []
+    for r in measured:  # one group per claim: the claim and its section once, then its rows
+        if not groups or groups[-1]["claim_id"] != r["claim_id"]:
+            groups.append({"claim_id": r["claim_id"], "claim": r["claim"], "rows": [],
+                           "section": r["section"], "section_anchor": r["section_anchor"]})
+        groups[-1]["rows"].append(r)
+    return {"rows": measured, "groups": groups, "counts": ranked,
+            "unmeasured": [r for r in display_rows if not r["measured"]]}

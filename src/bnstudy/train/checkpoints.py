@@ -1,0 +1,74 @@
+"""The on-disk run file (checkpoints.pt) and how measures get a model back from it.
+
+A run file is a plain dict of tensors, numbers and strings, saved inside a checksummed wrapper
+(:func:`bnstudy.io.save_pt`) and loaded with ``weights_only=True``::
+
+    {"spec": {...run spec...}, "diverged": bool, "device": str,
+     "checkpoints": [{"step", "model", "optimizer", "batch"}, ...]}
+
+Measures use :func:`restore`, which rebuilds the model from the spec and loads the weights, BN
+buffers and optimizer state of one checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from bnstudy.data import Dataset
+from bnstudy.io import load_pt, save_pt
+from bnstudy.train.loop import TrainConfig, build, make_optimizer
+
+
+@dataclass
+class Restored:
+    step: int
+    model: nn.Module
+    batch: torch.Tensor  # training-set indices of the mini-batch used by update ``step``
+    spec: dict
+    optimizer_state: dict
+    _optimizer: torch.optim.Optimizer | None = None
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """The SGD optimizer over ``model`` with the checkpoint's state (momentum buffers).
+
+        Built on first use: the first ``torch.optim`` call in a process imports torch._dynamo,
+        seconds of start-up that measures without an optimizer need not pay.
+        """
+        if self._optimizer is None:
+            cfg = TrainConfig.from_dict(self.spec["training"])
+            self._optimizer = make_optimizer(self.model, cfg)
+            self._optimizer.load_state_dict(self.optimizer_state)
+        return self._optimizer
+
+
+KIND = "checkpoints"
+
+
+def save(result: dict, path: str | Path) -> None:
+    blob = {k: result[k] for k in ("spec", "checkpoints", "diverged", "device")}
+    save_pt(blob, path, KIND)
+
+
+def load(path: str | Path) -> dict:
+    """The run file at ``path``; :class:`bnstudy.io.CorruptFile` names a corrupt, truncated or
+    foreign file (its checksum is verified)."""
+    return load_pt(path, KIND)
+
+
+def steps(run: dict) -> list[int]:
+    return [int(c["step"]) for c in run["checkpoints"]]
+
+
+def restore(run: dict, index: int, ds: Dataset, device="cpu") -> Restored:
+    """Model, optimizer and batch of checkpoint number ``index`` (not step) of ``run``."""
+    ck = run["checkpoints"][index]
+    spec = run["spec"]
+    model = build(spec, ds, device)
+    model.load_state_dict(ck["model"])
+    model.train()
+    return Restored(int(ck["step"]), model, ck["batch"].to(device), spec, ck["optimizer"])

@@ -1,0 +1,312 @@
+"""Training: SGD over a seeded batch sampler, checkpoints that allow exact replay, history.
+
+Checkpoint semantics (what later measures rely on): the checkpoint at step ``t`` holds
+
+- ``model``: the weights W^t *before* update ``t`` (step 0 is the initialization), with BN buffers;
+- ``optimizer``: the SGD state before update ``t`` (momentum buffers), so that loading both and
+  calling ``optimizer.step()`` on the gradient of ``batch`` reproduces W^{t+1} exactly;
+- ``batch``: the indices (into the training set) of the mini-batch update ``t`` uses.
+
+A run whose mini-batch loss becomes NaN/inf stops at that step and is recorded as diverged: the
+history and checkpoints up to that point are kept, and ``diverged`` is set.
+
+Normalizer hooks: a normalizer with an ``on_init`` hook (bn_init's whole-training-set BN fold,
+weightnorm_gamma_decay's zeta) gets it once after the model is built, before the step-0
+checkpoint; one with ``before_update`` (population_norm's statistics) gets it at the start of
+every step, before that step's evaluation, checkpoint and update. Hooks keep all they compute in
+parameters and buffers, so checkpoints restore and replay without them.
+
+A run can be resumed: at every checkpoint the full trainer state (model, optimizer, sampler and
+RNG states, history so far) goes to ``resume_path``; a restarted job with the same spec continues
+from there and produces the same checkpoints and history as an uninterrupted run. The resume file
+carries a checksum (:func:`bnstudy.io.save_pt`); a corrupt or truncated one is discarded with a
+warning and the run starts afresh (it is no workflow output, so nothing else would remove it).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from bnstudy.data import Dataset
+from bnstudy.io import CorruptFile, load_pt, save_pt, stable_hash
+from bnstudy.networks import models, normalizers
+
+RESUME_KIND = "resume state"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    lr: float = 0.1
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    batch_size: int | None = 64  # None: full batch
+    steps: int = 500
+    eval_every: int = 50
+    checkpoints: tuple = (0,)  # steps at which checkpoints are saved; the last step is added
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TrainConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown training option(s) {unknown}; valid: {sorted(known)}")
+        d = dict(d)
+        if d.get("batch_size") in ("full", 0):
+            d["batch_size"] = None
+        for key in ("lr", "momentum", "weight_decay"):
+            v = d.get(key, 0.0)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+                raise ValueError(f"training {key}={v!r}: allowed: a finite number >= 0")
+        for key, low in (("steps", 0), ("eval_every", 1), ("batch_size", 1)):
+            v = d.get(key, 1)
+            if (v is not None or key != "batch_size") and (
+                    isinstance(v, bool) or not isinstance(v, int) or v < low):
+                allowed = f"an integer >= {low}" + (" or 'full'" if key == "batch_size" else "")
+                raise ValueError(f"training {key}={v!r}: allowed: {allowed}")
+        if "checkpoints" in d:
+            ck = d["checkpoints"]
+            steps = d.get("steps", cls.steps)
+            if isinstance(ck, (str, bytes)) or not all(
+                    isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= steps
+                    for s in ck):
+                raise ValueError(f"training checkpoints={ck!r}: allowed: a list of integer steps "
+                                 f"in 0..{steps} (steps)")
+            d["checkpoints"] = tuple(ck)
+        return cls(**d)
+
+    def checkpoint_steps(self) -> list[int]:
+        return sorted({s for s in self.checkpoints if 0 <= s <= self.steps} | {0, self.steps})
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """The torch device ``name`` names; a ValueError when it is unknown or absent here."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name not in ("cpu", "cuda") and not re.fullmatch(r"cuda:[0-9]+", name):
+        raise ValueError(f"unknown device {name!r}; valid choices: auto, cpu, cuda, cuda:N")
+    if name != "cpu":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(name.split(":")[1]) if ":" in name else 0
+        if index >= n:
+            raise ValueError(f"device {name!r}: this machine has {n} CUDA device(s); use "
+                             "device: auto (CUDA when present, else CPU) or cpu")
+    return torch.device(name)
+
+
+def loss_fn(task: str):
+    if task == "classification":
+        return nn.functional.cross_entropy
+    if task == "regression":
+        return nn.functional.mse_loss
+    raise ValueError(f"unknown task {task!r}; valid choices: classification, regression")
+
+
+class BatchSampler:
+    """Epoch-wise random permutations drawn from a seeded generator (or the full batch)."""
+
+    def __init__(self, n: int, batch_size: int | None, seed: int):
+        self.n, self.batch_size = n, batch_size
+        self.gen = torch.Generator().manual_seed(seed)
+        self.perm, self.pos = torch.empty(0, dtype=torch.long), 0
+
+    def next(self) -> torch.Tensor:
+        if self.batch_size is None or self.batch_size >= self.n:
+            return torch.arange(self.n)
+        if self.pos + self.batch_size > self.perm.numel():
+            self.perm, self.pos = torch.randperm(self.n, generator=self.gen), 0
+        idx = self.perm[self.pos: self.pos + self.batch_size]
+        self.pos += self.batch_size
+        return idx
+
+    def state(self) -> dict:
+        return {"gen": self.gen.get_state(), "perm": self.perm, "pos": self.pos}
+
+    def load_state(self, s: dict) -> None:
+        self.gen.set_state(s["gen"])
+        self.perm, self.pos = s["perm"], int(s["pos"])
+
+
+def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.SGD:
+    return torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum,
+                           weight_decay=cfg.weight_decay)
+
+
+def build(spec: dict, ds: Dataset, device: torch.device | str = "cpu") -> nn.Module:
+    """The model a run spec describes, freshly initialized from the run's seed."""
+    torch.manual_seed(int(spec["seed"]))
+    net = models.build_model(spec["model_config"], spec["norm"], ds.input_shape, ds.out_dim)
+    return net.to(device)
+
+
+def _norm_hooks(spec: dict, xtr, ytr, task: str, cfg: TrainConfig):
+    """The run's configured normalizer and the context its training hooks receive."""
+    mc = spec["model_config"]
+    nz = (models.ModelConfig.from_dict(mc) if isinstance(mc, dict) else mc).normalizer(spec["norm"])
+    ctx = normalizers.HookContext(x=xtr, y=ytr, task=task, seed=int(spec["seed"]),
+                                  batch_size=cfg.batch_size or len(xtr))
+    return nz, ctx
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, task: str,
+             chunk: int = 4096) -> tuple[float, float]:
+    """Mean loss and accuracy (NaN for regression) in eval mode; restores the model's mode."""
+    was_training = model.training
+    model.eval()
+    lf, total, correct = loss_fn(task), 0.0, 0
+    for i in range(0, len(x), chunk):
+        out = model(x[i: i + chunk])
+        total += float(lf(out, y[i: i + chunk], reduction="sum"))
+        if task == "classification":
+            correct += int((out.argmax(1) == y[i: i + chunk]).sum())
+    model.train(was_training)
+    denom = len(x) * (y.shape[1] if task == "regression" and y.dim() > 1 else 1)
+    acc = correct / len(x) if task == "classification" else float("nan")
+    return total / denom, acc
+
+
+def _snapshot(model, opt, batch, step) -> dict:
+    return {
+        "step": step,
+        "model": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
+        "optimizer": _to_cpu(opt.state_dict()),
+        "batch": batch.cpu().clone(),
+    }
+
+
+def _to_cpu(obj):
+    if torch.is_tensor(obj):
+        return obj.detach().cpu().clone()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_to_cpu(v) for v in obj]
+    return obj
+
+
+def train(spec: dict, ds: Dataset, device: str = "auto", resume_path=None) -> dict:
+    """Train the run ``spec`` (keys: model_config, norm, seed, training) on ``ds``.
+
+    Returns ``{"spec", "checkpoints", "history", "diverged", "device"}``; ``history`` is a list of
+    row dicts (step, split, loss, accuracy, lr, wall_time).
+    """
+    cfg = TrainConfig.from_dict(spec["training"])
+    dev = resolve_device(device)
+    seed = int(spec["seed"])
+    model = build(spec, ds, dev)
+    opt = make_optimizer(model, cfg)
+    lf = loss_fn(ds.task)
+    xtr, ytr = torch.as_tensor(ds.x_train, device=dev), torch.as_tensor(ds.y_train, device=dev)
+    xte, yte = torch.as_tensor(ds.x_test, device=dev), torch.as_tensor(ds.y_test, device=dev)
+    nz, ctx = _norm_hooks(spec, xtr, ytr, ds.task, cfg)
+    if nz.on_init is not None:  # e.g. bn_init; a resumed run then loads its saved state over it
+        nz.on_init(model, ctx, nz.options)
+    sampler = BatchSampler(len(xtr), cfg.batch_size, seed)
+    ckpt_steps = set(cfg.checkpoint_steps())
+    key = _resume_key(spec, ds)
+    state = {"step": 0, "checkpoints": [], "history": [], "elapsed": 0.0}
+    if resume_path is not None:
+        state = _try_resume(resume_path, key, model, opt, sampler) or state
+    diverged, t0 = False, time.perf_counter() - state["elapsed"]
+    pending = state.get("replay_batch")
+    model.train()
+    for step in range(state["step"], cfg.steps + 1):
+        batch = (sampler.next() if pending is None else pending).to(dev)
+        pending = None
+        normalizers.set_step(model, step)  # noisy BN: this step's noise in every pass (ckpt too)
+        if nz.before_update is not None:  # e.g. population_norm's statistics, before eval/ckpt
+            nz.before_update(model, ctx, step, nz.options)
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            for split, (x, y) in (("train", (xtr, ytr)), ("test", (xte, yte))):
+                loss, acc = evaluate(model, x, y, ds.task)
+                state["history"].append({"step": step, "split": split, "loss": loss,
+                                         "accuracy": acc, "lr": cfg.lr,
+                                         "wall_time": time.perf_counter() - t0})
+        if step in ckpt_steps:
+            state["checkpoints"].append(_snapshot(model, opt, batch, step))
+            if resume_path is not None and step < cfg.steps:
+                _save_resume(resume_path, key, step, model, opt, sampler, state, t0, batch)
+        if step == cfg.steps:
+            break
+        opt.zero_grad(set_to_none=True)
+        loss = lf(model(xtr[batch]), ytr[batch])
+        if not torch.isfinite(loss):
+            diverged = True
+            state["history"].append({"step": step, "split": "batch", "loss": loss.item(),
+                                     "accuracy": float("nan"), "lr": cfg.lr,
+                                     "wall_time": time.perf_counter() - t0})
+            break
+        loss.backward()
+        opt.step()
+    return {"spec": spec, "checkpoints": state["checkpoints"], "history": state["history"],
+            "diverged": diverged, "device": str(dev)}
+
+
+def _resume_key(spec: dict, ds: Dataset) -> str:
+    """What a saved trainer state must match to be resumed: the run spec, the data arrays (a
+    dataset whose options changed keeps its name in the spec) and this package's source (a code
+    change reruns the job, which must not continue a state the old code produced)."""
+    import hashlib
+
+    import numpy as np
+
+    h = hashlib.sha256(stable_hash(spec).encode())
+    for a in (ds.x_train, ds.y_train, ds.x_test, ds.y_test):
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype}{a.shape}".encode())
+        h.update(a.tobytes())
+    root = Path(__file__).resolve().parent
+    for f in sorted(root.rglob("*.py")):
+        h.update(f.relative_to(root).as_posix().encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _save_resume(path, key, step, model, opt, sampler, state, t0, batch) -> None:
+    blob = {"key": key, "step": step, "model": _to_cpu(model.state_dict()),
+            "optimizer": _to_cpu(opt.state_dict()), "checkpoints": state["checkpoints"],
+            "history": state["history"], "elapsed": time.perf_counter() - t0,
+            "sampler": sampler.state(), "torch_rng": torch.get_rng_state(),
+            # taken *before* update ``step`` whose batch is already drawn: replay it on load
+            "pending_batch": batch.cpu()}
+    save_pt(blob, path, RESUME_KIND)
+
+
+def _try_resume(path, key, model, opt, sampler) -> dict | None:
+    if not Path(path).exists():
+        return None
+    try:
+        blob = load_pt(path, RESUME_KIND)
+    except CorruptFile as e:  # not a workflow output: nobody else would ever remove it
+        logging.getLogger("bnstudy").warning("discarding the resume state: %s; training starts "
+                                             "afresh", str(e).split("; delete it")[0])
+        Path(path).unlink(missing_ok=True)
+        return None
+    if blob.get("key") != key:  # another spec, other data or other code: start afresh
+        logging.getLogger("bnstudy").info("ignoring %s: saved by another run", path)
+        return None
+    logging.getLogger("bnstudy").info("resuming from %s at step %d", path, blob["step"])
+    model.load_state_dict(blob["model"])
+    opt.load_state_dict(blob["optimizer"])
+    sampler.load_state(blob["sampler"])
+    torch.set_rng_state(blob["torch_rng"])
+    # Step ``blob["step"]`` is redone from its saved start (same eval, same snapshot).
+    return {"step": blob["step"], "checkpoints": blob["checkpoints"][:-1],
+            "history": [h for h in blob["history"] if h["step"] < blob["step"]],
+            "elapsed": blob["elapsed"], "replay_batch": blob["pending_batch"]}
+
+
+def history_frame(result: dict):
+    import pandas as pd
+
+    df = pd.DataFrame(result["history"])
+    df["diverged"] = bool(result["diverged"])
+    return df
