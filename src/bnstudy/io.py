@@ -73,16 +73,31 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def torch_version() -> str:
+    """The installed torch's version, without importing torch (two seconds) where it is not
+    imported yet: table-only jobs (aggregate, claims) record it in their provenance too."""
+    import sys
+    from importlib import metadata
+
+    if "torch" in sys.modules:
+        return sys.modules["torch"].__version__
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:  # installed without package metadata
+        import torch
+
+        return torch.__version__
+
+
 def provenance(config_hash: str, device: str = "cpu", **extra) -> dict:
     import numpy
-    import torch
 
     from bnstudy import __version__
 
     return {
         "config_hash": config_hash,
         "bnstudy_version": __version__,
-        "torch_version": torch.__version__,
+        "torch_version": torch_version(),
         "numpy_version": numpy.__version__,
         "pandas_version": pd.__version__,
         "python_version": platform.python_version(),

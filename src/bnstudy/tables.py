@@ -13,9 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from bnstudy import io
+from bnstudy import columns, io, lazy
+
+# scipy.stats takes most of a second to import; only the confidence intervals need it, not the
+# aggregate verb nor the workflow planner (which imports the figure registry and this module).
+stats = lazy.module("scipy.stats")
 
 GROUP = ["experiment", "dataset", "model", "norm"]
 
@@ -35,28 +38,67 @@ def grid_files(results: str | Path, grid: dict, name: str) -> list[str]:
                          f"{{'norms': [...], 'seeds': [...]}}, got {grid!r}")
     files = []
     for experiment, runs in grid.items():
-        if not isinstance(runs, dict) or sorted(runs) != ["norms", "seeds"] or not all(
-                isinstance(runs[k], list) and runs[k] for k in ("norms", "seeds")):
-            raise ValueError(f"run grid of experiment {experiment!r} must be "
-                             f"{{'norms': [...], 'seeds': [...]}} with non-empty lists, "
-                             f"got {runs!r}")
+        _check_grid_entry(experiment, runs)
         files += [run_file(results, experiment, n, s, name)
                   for n in runs["norms"] for s in runs["seeds"]]
     return files
 
 
-def aggregate_grid(results: str | Path, grid: dict, name: str, out: str | Path) -> pd.DataFrame:
-    """:func:`aggregate` of per-run file ``name`` of every run of ``grid`` (see
-    :func:`grid_files`); every one of them must exist."""
-    files = grid_files(results, grid, name)
+def aggregate_grid(results: str | Path, grid: dict, name: str, out: str | Path,
+                   level: str = "run") -> pd.DataFrame:
+    """:func:`aggregate` of file ``name`` of every run (``level="run"``, :func:`grid_files`) or
+    every experiment (``level="experiment"``, :func:`experiment_files`) of ``grid``; every one
+    of them must exist. The experiments' sweep axes become columns."""
+    if level not in ("run", "experiment"):
+        raise ValueError(f"unknown level {level!r}; valid choices: run, experiment")
+    files = (grid_files if level == "run" else experiment_files)(results, grid, name)
     missing = [f for f in files if not os.path.isfile(f)]
     if missing:
-        raise FileNotFoundError(f"{len(missing)} of the {len(files)} per-run files {name!r} "
+        raise FileNotFoundError(f"{len(missing)} of the {len(files)} {level} files {name!r} "
                                 f"are missing, e.g. {missing[:3]}")
-    return aggregate(files, out)
+    return aggregate(files, out, grid)
 
 
-def aggregate(inputs: list[str | Path], out: str | Path) -> pd.DataFrame:
+def _check_grid_entry(experiment, runs) -> None:
+    if (not isinstance(runs, dict) or not {"norms", "seeds"} <= set(runs)
+            or not set(runs) <= {"norms", "seeds", "axes"}
+            or not all(isinstance(runs[k], list) and runs[k] for k in ("norms", "seeds"))
+            or not isinstance(runs.get("axes", {}), dict)):
+        raise ValueError(f"run grid of experiment {experiment!r} must be "
+                         f"{{'norms': [...], 'seeds': [...]}} with non-empty lists (and "
+                         f"optionally 'axes': {{axis: value}}), got {runs!r}")
+
+
+def experiment_file(results: str | Path, experiment, name: str) -> str:
+    """Experiment-level file ``name`` (a measure's table over all of the experiment's runs)."""
+    return os.path.join(str(results), "runs", str(experiment), name)
+
+
+def experiment_files(results: str | Path, grid: dict, name: str) -> list[str]:
+    """Experiment-level file ``name`` of every experiment of ``grid``, in grid order."""
+    if not name or os.path.basename(name) != name or name in (".", ".."):
+        raise ValueError(f"file name {name!r} must be a plain file name")
+    for experiment, runs in grid.items():
+        _check_grid_entry(experiment, runs)
+    return [experiment_file(results, e, name) for e in grid]
+
+
+def with_axes(df: pd.DataFrame, grid: dict) -> pd.DataFrame:
+    """``df`` with each experiment's sweep axes (``grid[e]["axes"]``) as columns (NaN/None for
+    experiments without that axis), so pooling over draws is a groupby."""
+    names = sorted({a for runs in grid.values() for a in runs.get("axes", {})})
+    clash = sorted(set(names) & set(df.columns))
+    if clash:
+        raise ValueError(f"sweep axes {clash} clash with the table's own columns; "
+                         "rename the axes")
+    for a in names:
+        values = {e: runs.get("axes", {}).get(a) for e, runs in grid.items()}
+        df[a] = df["experiment"].map(values) if "experiment" in df else None
+    return df
+
+
+def aggregate(inputs: list[str | Path], out: str | Path, grid: dict | None = None
+              ) -> pd.DataFrame:
     """Concatenate per-run Parquet files; provenance lists each input's config hash."""
     if not inputs:
         raise ValueError("aggregate needs at least one input table")
@@ -71,6 +113,9 @@ def aggregate(inputs: list[str | Path], out: str | Path) -> pd.DataFrame:
     df = pd.concat(nonempty or frames[:1], ignore_index=True)
     sort = [c for c in (*GROUP, "seed", "step", "split") if c in df.columns]
     df = df.sort_values(sort, kind="stable").reset_index(drop=True)
+    if grid:
+        df = with_axes(df, grid)
+    df = columns.normalize(Path(out).stem, df)  # one type per column name in every table
     prov = io.provenance(io.stable_hash(hashes), ",".join(sorted(map(str, devices))),
                          inputs=len(inputs), input_config_hashes=hashes)
     io.write_table(df, out, prov)

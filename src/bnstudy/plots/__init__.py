@@ -3,8 +3,10 @@
 A :class:`Family` draws one figure from one or more aggregated tables, optionally restricted to
 one experiment. A :class:`Section` groups families in the report with the text that says what the
 figures measure and what to look for, and names the table columns summarized over seeds.
-Each module of this package registers its families and its section; :func:`render` is what the
-``plot`` CLI verb calls.
+Each module of this package registers its families and its section; :func:`render` (one figure)
+and :func:`render_all` (every figure of a family, its tables read once) are what the ``plot``
+CLI verb calls. Importing this package and its modules imports neither matplotlib nor seaborn
+(see :mod:`bnstudy.lazy`): the workflow reads the registry when it parses the Snakefile.
 """
 
 from __future__ import annotations
@@ -13,20 +15,20 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-from matplotlib.colors import ListedColormap  # noqa: E402
-from matplotlib.ticker import NullLocator  # noqa: E402
-from matplotlib.transforms import offset_copy  # noqa: E402
-
+from bnstudy import lazy
 from bnstudy.io import atomic_path
 from bnstudy.tables import mean_ci
+
+# Imported on first use (Agg backend), so that the registry is cheap to import: the workflow
+# reads it when it parses the Snakefile. See bnstudy.lazy.
+plt = lazy.module("matplotlib.pyplot")
+sns = lazy.module("seaborn")
+mcolors = lazy.module("matplotlib.colors")
+mticker = lazy.module("matplotlib.ticker")
+mtransforms = lazy.module("matplotlib.transforms")
 
 
 def seed_ci(values) -> tuple[float, float]:
@@ -115,19 +117,56 @@ def style(options: dict) -> None:
                   palette=options.get("palette", "colorblind"))
 
 
-def render(name: str, tables: list[str], out: str, options: dict, experiment=None) -> None:
-    family = get(name)
-    frames = [pd.read_parquet(t) for t in tables]
-    if experiment is not None:
-        frames = [f[f["experiment"] == experiment] if "experiment" in f else f for f in frames]
-        if all(len(f) == 0 for f in frames):
-            raise ValueError(f"no rows for experiment {experiment!r} in {tables}")
+def _restrict(frames: list[pd.DataFrame], experiment, tables) -> list[pd.DataFrame]:
+    """``frames`` restricted to ``experiment``'s rows (all of them when it is None)."""
+    if experiment is None:
+        return frames
+    frames = [f[f["experiment"] == experiment] if "experiment" in f else f for f in frames]
+    if all(len(f) == 0 for f in frames):
+        raise ValueError(f"no rows for experiment {experiment!r} in {tables}")
+    return frames
+
+
+def _save(family: Family, frames: list[pd.DataFrame], out, options: dict) -> None:
     style(options)
     fig = family.draw(frames, options)
     with atomic_path(out) as tmp:
         fig.savefig(tmp, dpi=options.get("dpi", 110), bbox_inches="tight",
                     format=str(out).rsplit(".", 1)[-1])
     plt.close(fig)
+
+
+def render(name: str, tables: list[str], out: str, options: dict, experiment=None) -> None:
+    """Draw family ``name`` from ``tables`` (restricted to ``experiment`` unless None) to
+    ``out``."""
+    family = get(name)
+    frames = [pd.read_parquet(t) for t in tables]
+    _save(family, _restrict(frames, experiment, tables), out, options)
+
+
+def render_all(name: str, tables: list[str], outs: dict, options: dict) -> None:
+    """Every figure of family ``name`` in one process: ``outs`` maps an experiment to its
+    figure's path (an experiment-scope family) or ``None`` to the one figure of a study-scope
+    family. The tables are read once; each figure is the one :func:`render` draws for that
+    experiment, byte for byte. Nothing is drawn unless every experiment has rows."""
+    family = get(name)
+    if not isinstance(outs, dict) or not outs:
+        raise ValueError(f"outs must be a non-empty mapping experiment -> output path, "
+                         f"got {outs!r}")
+    if family.scope == "study" and list(outs) != [None]:
+        raise ValueError(f"figure family {name!r} is drawn once for the study: outs must be "
+                         f"{{None: path}}, got experiments {list(outs)}")
+    if family.scope != "study" and not all(isinstance(e, str) and e for e in outs):
+        raise ValueError(f"figure family {name!r} is drawn per experiment: outs must map "
+                         f"experiment names to paths, got {list(outs)}")
+    paths = [str(o) for o in outs.values()]
+    if len(set(paths)) != len(paths):
+        raise ValueError(f"two experiments of figure family {name!r} share an output path: "
+                         f"{paths}")
+    frames = [pd.read_parquet(t) for t in tables]
+    restricted = {e: _restrict(frames, e, tables) for e in outs}
+    for experiment, out in outs.items():
+        _save(family, restricted[experiment], out, options)
 
 
 # Every figure is FULL_WIDTH inches wide (panels are scaled by their height only), so that fonts
@@ -216,15 +255,15 @@ def step_axis(ax, steps, what: str = "training step") -> None:
             ticks.append(top)
     ax.set_xticks(ticks)
     ax.set_xticklabels([f"{t:g}" for t in ticks])
-    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_locator(mticker.NullLocator())
     ax.set_xlim(left=0, right=max(top * 1.15, 1.0))
     ax.set_xlabel(what)
 
 
-def class_cmap(n: int) -> ListedColormap:
+def class_cmap(n: int) -> mcolors.ListedColormap:
     """Class colours for data points: the first ``n`` colours of seaborn's colour-blind
     palette (n >= 2)."""
-    return ListedColormap(sns.color_palette("colorblind", n_colors=max(n, 2)))
+    return mcolors.ListedColormap(sns.color_palette("colorblind", n_colors=max(n, 2)))
 
 
 def _column_label(text: str) -> bool:
@@ -253,8 +292,8 @@ def _outside(ax) -> None:
         sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     else:
         # below the tick labels and the x label: 3 lines of text under the axes
-        below = offset_copy(ax.transAxes, fig=ax.figure, y=-3.2 * plt.rcParams["font.size"],
-                            units="points")
+        below = mtransforms.offset_copy(ax.transAxes, fig=ax.figure,
+                                        y=-3.2 * plt.rcParams["font.size"], units="points")
         sns.move_legend(ax, "upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below,
                         frameon=False, ncol=-(-len(leg.get_texts()) // 4))
 

@@ -9,14 +9,10 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
-from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
 
-from bnstudy import tables
+from bnstudy import lazy, tables
 from bnstudy.plots import (
     Family,
     Section,
@@ -31,6 +27,12 @@ from bnstudy.plots import (
     seed_ci,
     title,
 )
+
+# imported on first use (bnstudy.lazy): importing this module stays cheap
+plt = lazy.module("matplotlib.pyplot")
+sns = lazy.module("seaborn")
+mlines = lazy.module("matplotlib.lines")
+mticker = lazy.module("matplotlib.ticker")
 
 
 def _message(df: pd.DataFrame, what: str, text: str) -> plt.Figure:
@@ -94,8 +96,8 @@ def draw_boundaries(frames, options):
             ax.set_title(f"{norm}, |B| = {b}, step {step}{stats}", fontsize=8)
             ax.set_xticks([])
             ax.set_yticks([])
-    handles = [Line2D([], [], color="tab:blue", lw=0.8, label="one mini-batch's boundary"),
-               Line2D([], [], color="black", ls="--", label="training-set statistics")]
+    handles = [mlines.Line2D([], [], color="tab:blue", lw=0.8, label="one mini-batch's boundary"),
+               mlines.Line2D([], [], color="black", ls="--", label="training-set statistics")]
     if image is not None:
         fig.colorbar(image, ax=axes, shrink=0.6,
                      label="fraction of realizations\ndisagreeing with the majority class")
@@ -140,7 +142,7 @@ def draw_prop2(frames, options):
                      errorbar=seed_ci, ax=ax)
         ax.set_yscale("log")
         ax.axhline(1.0, color="grey", lw=1, ls=":")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(mticker.MaxNLocator(integer=True))
         ax.set_xlabel(label("layer"))
         ax.set_ylabel(label("ratio"))
     ax.set_title("empirical / predicted (1 = Prop. 2 holds)")

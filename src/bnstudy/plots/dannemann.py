@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import math
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from bnstudy import lazy
 from bnstudy.plots import Family, Section, figure, finish, register, register_section
+
+# imported on first use (bnstudy.lazy): importing this module stays cheap
+plt = lazy.module("matplotlib.pyplot")
 
 
 def _rec(df: pd.DataFrame, record: str) -> pd.DataFrame:

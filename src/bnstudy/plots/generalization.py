@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import seaborn as sns
-
+from bnstudy import lazy
 from bnstudy.plots import (
     Family,
     Section,
@@ -16,6 +15,9 @@ from bnstudy.plots import (
     seed_ci,
     title,
 )
+
+# imported on first use (bnstudy.lazy): importing this module stays cheap
+sns = lazy.module("seaborn")
 
 
 def draw(frames, options):

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
-from matplotlib.ticker import MaxNLocator
 
-from bnstudy import tables
+from bnstudy import columns, lazy, tables
 from bnstudy.plots import (
     Family,
     Section,
@@ -31,6 +29,10 @@ from bnstudy.plots import (
     title,
 )
 
+# imported on first use (bnstudy.lazy): importing this module stays cheap
+sns = lazy.module("seaborn")
+mticker = lazy.module("matplotlib.ticker")
+
 GRAD = tuple((c, label(c)) for c in ("grad_l2_diff", "grad_rel_diff", "grad_cosine"))
 
 
@@ -40,14 +42,14 @@ def _steps(df: pd.DataFrame) -> list[int]:
 
 def representative_layers(df: pd.DataFrame) -> list[int]:
     """Up to three layers: the first with preceding layers, the middle one and the last."""
-    layers = sorted(int(v) for v in df["layer"].unique())
+    layers = sorted(int(v) for v in df["layer_index"].unique())
     inner = [v for v in layers if v > 1] or layers
     picks = [inner[0], inner[len(inner) // 2], inner[-1]]
     return sorted(set(picks))
 
 
 def _layer_label(df: pd.DataFrame, layer: int) -> str:
-    name = df.loc[df["layer"] == layer, "layer_name"].iloc[0]
+    name = df.loc[df["layer_index"] == layer, "layer_name"].iloc[0]
     return f"layer {layer} ({name})"
 
 
@@ -63,12 +65,18 @@ def _scale(ax, values, steps=None) -> None:
         ax.ticklabel_format(axis="y", useOffset=False)  # cosines near 1 stay readable
 
 
+def _ics(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with ``layer_index`` the layer's position (tables written before bnstudy.columns
+    held it in ``layer``)."""
+    return columns.normalize("ics", df)
+
+
 def draw_gradient(frames, options):
-    df = frames[0]
+    df = _ics(frames[0])
     layers, order = representative_layers(df), norm_order(df)
     fig, axes = figure(len(GRAD), len(layers), height=3.0, sharex=True)
     for c, layer in enumerate(layers):
-        d = df[df["layer"] == layer]
+        d = df[df["layer_index"] == layer]
         for r, (col, ylab) in enumerate(GRAD):
             ax = axes[r, c]
             sns.lineplot(d, x="step", y=col, hue="norm", hue_order=order, marker="o",
@@ -82,20 +90,20 @@ def draw_gradient(frames, options):
 
 
 def draw_depth(frames, options):
-    df = frames[0]
+    df = _ics(frames[0])
     steps, order = _steps(df), norm_order(df)
-    if (df["layer"] > 1).any():
-        df = df[df["layer"] > 1]  # layer 1 has no preceding layers: G' = G by definition
+    if (df["layer_index"] > 1).any():
+        df = df[df["layer_index"] > 1]  # layer 1 has no preceding layers: G' = G by definition
     rows = GRAD[1:]
     fig, axes = figure(len(rows), len(steps), height=3.0, sharex=True, sharey="row")
     for c, step in enumerate(steps):
         d = df[df["step"] == step]
         for r, (col, ylab) in enumerate(rows):
             ax = axes[r, c]
-            sns.lineplot(d, x="layer", y=col, hue="norm", hue_order=order, marker=".",
+            sns.lineplot(d, x="layer_index", y=col, hue="norm", hue_order=order, marker=".",
                          errorbar=seed_ci, ax=ax, legend=(r == 0 and c == len(steps) - 1))
             ax.set_ylabel(ylab if c == 0 else "")
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.xaxis.set_major_locator(mticker.MaxNLocator(integer=True))
             if r == 0:
                 ax.set_title(f"step {step}")
     _scale(axes[0, 0], df[rows[0][0]])
@@ -116,12 +124,12 @@ def _shift_long(d: pd.DataFrame, stat: str) -> pd.DataFrame:
 
 
 def draw_distribution(frames, options):
-    df = frames[0]
+    df = _ics(frames[0])
     layers, order = representative_layers(df), norm_order(df)
     stats = (("mean", "mean |Δμ| of layer input"), ("var", "mean |Δσ²| of layer input"))
     fig, axes = figure(2, len(layers), height=3.0, sharex=True)
     for c, layer in enumerate(layers):
-        d = df[df["layer"] == layer]
+        d = df[df["layer_index"] == layer]
         for r, (stat, ylab) in enumerate(stats):
             ax, long = axes[r, c], _shift_long(d, stat)
             sns.lineplot(long, x="step", y="shift", hue="norm", hue_order=order, style="interval",
@@ -138,7 +146,7 @@ def draw_distribution(frames, options):
 
 def _run_means(df: pd.DataFrame, col: str) -> pd.Series:
     """Per run (experiment, norm, seed): the mean of ``col`` over layers >= 2 and checkpoints."""
-    d = df[df["layer"] > 1] if (df["layer"] > 1).any() else df
+    d = df[df["layer_index"] > 1] if (df["layer_index"] > 1).any() else df
     return d.groupby(["experiment", "norm", "seed"])[col].mean()
 
 
@@ -153,6 +161,7 @@ def findings(frames: dict[str, pd.DataFrame]) -> str:
     df = frames.get("ics")
     if df is None or df.empty:
         return "No ICS rows."
+    df = _ics(df)
     df = df.assign(grad_misalignment=1.0 - df["grad_cosine"])
     cols = {"grad_misalignment": "1 - cos(G, G')", "grad_rel_diff": "||G - G'||/||G||",
             "step_mean_shift": "per-update |Δμ| of layer inputs"}

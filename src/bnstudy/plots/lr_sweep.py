@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
+from bnstudy import lazy
 from bnstudy.plots import (
     Family,
     Section,
@@ -22,6 +22,9 @@ from bnstudy.plots import (
     register_section,
     seed_ci,
 )
+
+# imported on first use (bnstudy.lazy): importing this module stays cheap
+sns = lazy.module("seaborn")
 
 
 def final_losses(df: pd.DataFrame) -> pd.DataFrame:

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
-from matplotlib.colors import PowerNorm
-from matplotlib.ticker import MaxNLocator
 
+from bnstudy import lazy
 from bnstudy.plots import (
     Family,
     Section,
@@ -24,6 +21,12 @@ from bnstudy.plots import (
     step_axis,
     title,
 )
+
+# imported on first use (bnstudy.lazy): importing this module stays cheap
+plt = lazy.module("matplotlib.pyplot")
+sns = lazy.module("seaborn")
+mcolors = lazy.module("matplotlib.colors")
+mticker = lazy.module("matplotlib.ticker")
 
 SETS = ["train", "test", "random"]
 STAGES = ["init", "final"]
@@ -125,7 +128,7 @@ def draw_layers(frames, options):
                      hue_order=norm_order(ok), style="stage", style_order=STAGES, marker="o",
                      errorbar=seed_ci, ax=ax, legend=(s == sets[-1]))
         ax.set_title(f"{s} points, {_r(ok, r)}")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(mticker.MaxNLocator(integer=True))
         ax.set_xlabel(label("layer_index"))
         ax.set_ylabel(label("fraction"))
     fig.suptitle(title(df, "partition density per layer (init vs final)"))
@@ -156,7 +159,7 @@ def draw_maps(frames, options):
             vmax = float(np.nanmax(img.values)) if img.size else 0.0
             if img.size:
                 image = ax.imshow(img.values, origin="lower", cmap="Greys",
-                                  norm=PowerNorm(0.5, vmin=0, vmax=vtop),
+                                  norm=mcolors.PowerNorm(0.5, vmin=0, vmax=vtop),
                                   extent=(img.columns.min(), img.columns.max(), img.index.min(),
                                           img.index.max()), aspect="auto",
                                   interpolation="nearest")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
+from bnstudy import lazy
 from bnstudy.plots import (
     Family,
     Section,
@@ -21,6 +21,9 @@ from bnstudy.plots import (
     step_axis,
     title,
 )
+
+# imported on first use (bnstudy.lazy): importing this module stays cheap
+sns = lazy.module("seaborn")
 
 
 def _finite(df: pd.DataFrame, col: str) -> pd.DataFrame:

@@ -5,14 +5,17 @@ report section and its findings are in :mod:`bnstudy.plots.teacher_student_findi
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
+from bnstudy import lazy
 from bnstudy.plots import Family, figure, finish, label, message, register, seed_ci, step_axis
 from bnstudy.tables import mean_ci
 from bnstudy.theory import luo as lt
+
+# imported on first use (bnstudy.lazy): importing this module stays cheap
+plt = lazy.module("matplotlib.pyplot")
+sns = lazy.module("seaborn")
 
 CRITICAL = {"linear": 1.0, "relu": 2.0}  # where the vanilla closed form diverges
 PANEL = ["activation", "S", "N"]

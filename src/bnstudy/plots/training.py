@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-import seaborn as sns
 
+from bnstudy import lazy
 from bnstudy.plots import (
     Family,
     Section,
@@ -17,6 +17,9 @@ from bnstudy.plots import (
     step_axis,
     title,
 )
+
+# imported on first use (bnstudy.lazy): importing this module stays cheap
+sns = lazy.module("seaborn")
 
 
 def draw(frames, options):

@@ -1,0 +1,1 @@
+"""bnstudy.measures.generalization."""
