@@ -33,12 +33,7 @@ study.or_exit(study.check, config, local=workflow.local_exec,
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
-include: "workflow/rules/generalization.smk"
-include: "workflow/rules/partition_density.smk"
-include: "workflow/rules/ics.smk"
-include: "workflow/rules/smoothness.smk"
-include: "workflow/rules/bn_jitter.smk"
-include: "workflow/rules/teacher_student.smk"
+include: "workflow/rules/measures.smk"
 include: "workflow/rules/analyses.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/plots.smk"
@@ -48,5 +43,5 @@ include: "workflow/rules/report.smk"
 
 rule all:
     input:
-        final_outputs(),
+        get_final_outputs(),
     default_target: True

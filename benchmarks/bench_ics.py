@@ -24,7 +24,7 @@ import torch
 import yaml
 
 from bnstudy import data
-from bnstudy.measures import ics
+from bnstudy.measures.ics import compute as ics
 from bnstudy.networks import models
 from bnstudy.train import loop as training
 
@@ -120,7 +120,7 @@ def bench_run(name: str, norm: str, spec: dict, ds, opts: dict, repeats: int) ->
 
 def bench(cfg: dict, repeats: int) -> None:
     torch.set_num_threads(1)
-    opts = ics.parse_options(cfg.get("ics", {}))
+    opts = ics.Options.parse(cfg.get("ics", {}))
     print(HEADER)
     for name, exp in cfg["experiments"].items():
         if "ics" not in exp.get("measures", ["ics"]):  # the study skips it there

@@ -34,8 +34,8 @@ import torch
 import yaml
 
 from bnstudy import data
+from bnstudy.measures.partition import compute as pdm
 from bnstudy.measures.partition import maps as partition_maps
-from bnstudy.measures.partition import measure as pdm
 from bnstudy.measures.partition import polytope as pdp
 from bnstudy.networks import models
 
@@ -102,7 +102,7 @@ def main() -> None:
     dev = torch.device(a.device)
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     base = cfg.get("partition_density", {})
-    print(f"options: {pdm.Options.from_dict(base)}")
+    print(f"options: {pdm.Options.parse(base)}")
     print(f"{'experiment':10} {'norm':10} {'method':8} {'rows':>7} {'fwd':>4} {'floor':>5} "
           f"{'count_s':>8} {'floor_s':>8} {'ratio':>6} {'measure_s':>9}")
     cases = []
@@ -116,7 +116,7 @@ def main() -> None:
             continue
         for norm in ("none", "batchnorm", "layernorm"):
             for method in pdm.METHODS:
-                opts = pdm.Options.from_dict({**base, **extra, "method": method})
+                opts = pdm.Options.parse({**base, **extra, "method": method})
                 torch.manual_seed(0)
                 net = models.build_model(model, norm, ds.input_shape, ds.out_dim)
                 b = bench(net.to(dev).train(), ds, opts, dev, a.repeat)

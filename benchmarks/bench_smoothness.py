@@ -22,7 +22,7 @@ import torch
 import yaml
 
 from bnstudy import data
-from bnstudy.measures import smoothness
+from bnstudy.measures.smoothness import compute as smoothness
 from bnstudy.train import loop as training
 from bnstudy.train.loop import TrainConfig, loss_fn
 
@@ -69,7 +69,7 @@ def main() -> None:
     dev = training.resolve_device(a.device)
     with open(a.config) as fh:
         cfg = yaml.safe_load(fh)
-    opts = smoothness.Options.from_dict(cfg.get("smoothness", {}))
+    opts = smoothness.Options.parse(cfg.get("smoothness", {}))
     print(f"options: {opts.to_dict()}")
     print(f"{'experiment':<10} {'norm':<10} {'params':>7} {'batch':>5} {'f+b ms':>7} "
           f"{'passes':>6} {'ms':>8} {'x floor':>7} {'hvps':>5} {'+hess ms':>9} {'hvp/f+b':>7} "

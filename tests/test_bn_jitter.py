@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from conftest import make_spec
 
 from bnstudy import data, measures, plots
+from bnstudy.measures.jitter import compute as bj
 from bnstudy.measures.jitter import maps as bjm
-from bnstudy.measures.jitter import measure as bj
 from bnstudy.measures.jitter import stats as bjs
 from bnstudy.networks import models
 from bnstudy.plots import bn_jitter as bjplots
@@ -221,7 +221,7 @@ def test_bad_options_name_the_value_and_the_choices():
                        ({"grid_margin": -1}, "grid_margin=-1"),
                        ({"colour": 1}, "unknown bn_jitter option")):
         with pytest.raises(ValueError, match=match):
-            bj.Options.from_dict(bad)
+            bj.Options.parse(bad)
 
 
 def _frame(rows, spec, ds_name):

@@ -197,8 +197,8 @@ def test_bad_options(bad, match):
 
 def test_registry_entry():
     a = analyses.get("dannemann")
-    assert a.load() is dannemann.run
-    assert "dannemann.py" in a.code
+    assert a.run is dannemann.run and a.check_options is dannemann.parse_options
+    assert a.source == "analyses/dannemann.py"
 
 
 def test_figure_and_findings(table):

@@ -6,7 +6,7 @@ import torch
 from conftest import make_spec
 
 from bnstudy import measures
-from bnstudy.measures import generalization
+from bnstudy.measures.generalization import compute as generalization
 from bnstudy.networks.normalizers import batch_statistics_layers
 from bnstudy.train import loop as training
 
@@ -66,5 +66,5 @@ def test_diverged_run_gives_nan_row(linear_ds):
     spec = make_spec(norm="none", model={"arch": "dln", "depth": 6, "init": "xavier"},
                      training={"lr": 50.0, "batch_size": "full", "steps": 50, "eval_every": 5})
     run = training.train(spec, linear_ds, "cpu")
-    rows = measures.run_generalization(run, linear_ds, {}, torch.device("cpu"))
+    rows = generalization.run(run, linear_ds, generalization.Options(), torch.device("cpu"))
     assert rows[0]["diverged"] and math.isnan(rows[0]["test_loss"])

@@ -10,9 +10,9 @@ import pytest
 import torch
 from conftest import make_spec
 
+from bnstudy.measures.partition import compute as pdm
 from bnstudy.measures.partition import frozen_bn as partition_bn
 from bnstudy.measures.partition import maps as partition_maps
-from bnstudy.measures.partition import measure as pdm
 from bnstudy.measures.partition import polytope as pdp
 from bnstudy.networks import models
 from bnstudy.plots import partition_density as pdplots
@@ -322,7 +322,7 @@ def test_frame_is_a_seeded_orthonormal_frame():
 ])
 def test_bad_options_fail_clearly(options, match):
     with pytest.raises(ValueError, match=match):
-        pdm.Options.from_dict(options)
+        pdm.Options.parse(options)
 
 
 def test_batch_statistics_need_the_batch(star):

@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+from bnstudy.measures.partition import compute as pdm
 from bnstudy.measures.partition import distance as pdd
-from bnstudy.measures.partition import measure as pdm
 from bnstudy.measures.partition import polytope as pdp
 from bnstudy.networks import models
 
@@ -182,4 +182,4 @@ def test_maps_state_the_method(star):
                                        "method": method})["partition_density_maps"]
         assert len(maps) == 4 * 16 and {m["method"] for m in maps} == {method}
     with pytest.raises(ValueError, match="distance"):
-        pdm.Options.from_dict({"method": "ball"})
+        pdm.Options.parse({"method": "ball"})

@@ -8,7 +8,8 @@ import torch
 from conftest import make_spec
 
 from bnstudy import cli, data, plots
-from bnstudy.measures import hessian, smoothness
+from bnstudy.measures.smoothness import compute as smoothness
+from bnstudy.measures.smoothness import hessian
 from bnstudy.plots import smoothness as smoothness_plots
 from bnstudy.train import checkpoints
 from bnstudy.train import loop as training
@@ -234,11 +235,11 @@ def test_run_tables_are_deterministic_and_complete(star):
 
 
 def test_multipliers_per_arch_and_spacing():
-    o = smoothness.Options.from_dict({"multipliers_by_arch": {"vgg": [1, 2]}, "n_probes": 3})
+    o = smoothness.Options.parse({"multipliers_by_arch": {"vgg": [1, 2]}, "n_probes": 3})
     assert o.multiplier_values("mlp") == pytest.approx([0.5, math.sqrt(2), 4.0])
     assert o.multiplier_values("vgg") == pytest.approx([1.0, math.sqrt(2), 2.0])
     assert smoothness.Options().multiplier_values("dln")[[0, -1]] == pytest.approx([0.01, 30])
-    lin = smoothness.Options.from_dict({"spacing": "linear", "n_probes": 3})
+    lin = smoothness.Options.parse({"spacing": "linear", "n_probes": 3})
     assert lin.multiplier_values("mlp") == pytest.approx([0.5, 2.25, 4.0])
 
 
@@ -255,7 +256,7 @@ def test_multipliers_per_arch_and_spacing():
 ])
 def test_bad_options_are_named(bad, message):
     with pytest.raises(ValueError, match=message):
-        smoothness.Options.from_dict(bad)
+        smoothness.Options.parse(bad)
 
 
 # --- CLI, figures and report text -------------------------------------------------------

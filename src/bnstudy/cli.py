@@ -94,7 +94,7 @@ def cmd_train(a) -> None:
 def cmd_measure(a) -> None:
     import pandas as pd
 
-    from bnstudy import data, io, measures
+    from bnstudy import data, io, measures, tables
     from bnstudy.train import checkpoints
     from bnstudy.train import loop as training
 
@@ -103,22 +103,36 @@ def cmd_measure(a) -> None:
     if sorted(outs) != sorted(measure.tables):
         raise ValueError(f"measure {a.name!r} writes tables {list(measure.tables)}; "
                          f"--out gave {sorted(outs)}")
-    fn = measure.load()
+    if sorted(a.grid) != [a.experiment]:
+        raise ValueError(f"--grid must hold exactly the experiment {a.experiment!r}, "
+                         f"got {sorted(a.grid)}")
+    options = measure.options.parse(a.options)  # checked once, here; typed from now on
+    files = tables.grid_files(a.results, a.grid, "checkpoints.pt")
     dev = training.resolve_device(a.device)
     _set_threads(a.threads)
     ds = data.load(a.data)
-    run = checkpoints.load(a.checkpoints)
-    t0 = time.perf_counter()
-    result = measures.as_tables(measure, fn(run, ds, a.options, dev))
-    prov = io.provenance(io.stable_hash([run["spec"], a.name, a.options]), str(dev),
-                         measure=a.name, options=a.options)
+    rows: dict[str, list[pd.DataFrame]] = {t: [] for t in measure.tables}
+    specs, t0 = [], time.perf_counter()
+    for i, path in enumerate(files, 1):
+        t1 = time.perf_counter()
+        run = checkpoints.load(path)
+        specs.append(run["spec"])
+        result = measures.as_tables(measure, measure.run(run, ds, options, dev))
+        for table in measure.tables:
+            df = pd.DataFrame(result.get(table, []))
+            for k, v in _ids(run["spec"]).items():
+                df[k] = v
+            rows[table].append(df)
+        log.info("%s: run %d/%d %s done in %.1fs (%s)", a.name, i, len(files),
+                 _ids(run["spec"]), time.perf_counter() - t1,
+                 ", ".join(f"{t}: {len(rows[t][-1])} rows" for t in measure.tables))
+    prov = io.provenance(io.stable_hash([specs, a.name, a.options]), str(dev),
+                         measure=a.name, options=a.options, runs=len(files))
     for table, path in outs.items():
-        df = pd.DataFrame(result.get(table, []))
-        for k, v in _ids(run["spec"]).items():
-            df[k] = v
-        io.write_table(df, path, prov)
-        log.info("%s/%s on %s: %d rows", a.name, table, _ids(run["spec"]), len(df))
-    log.info("%s took %.1fs", a.name, time.perf_counter() - t0)
+        frames = [f for f in rows[table] if len(f)] or rows[table][:1]
+        io.write_table(pd.concat(frames, ignore_index=True), path, prov)
+    log.info("%s on experiment %s: %d runs in %.1fs", a.name, a.experiment, len(files),
+             time.perf_counter() - t0)
 
 
 def cmd_analysis(a) -> None:
@@ -129,7 +143,7 @@ def cmd_analysis(a) -> None:
     analysis = analyses.get(a.name)
     _set_threads(a.threads)
     t0 = time.perf_counter()
-    rows = analysis.load()(a.options)
+    rows = analysis.run(a.options)
     prov = io.provenance(io.stable_hash([a.name, a.options]), "cpu", analysis=a.name,
                          options=a.options)
     io.write_table(pd.DataFrame(rows), a.out, prov)
@@ -153,13 +167,15 @@ def cmd_claims(a) -> None:
 def cmd_aggregate(a) -> None:
     from bnstudy import tables
 
-    tables.aggregate_grid(a.results, a.grid, a.name, a.out)
+    tables.aggregate_grid(a.results, a.grid, a.name, a.out, level=a.level)
 
 
 def cmd_plot(a) -> None:
     from bnstudy import plots
 
-    plots.render(a.family, a.table, a.out, a.options, experiment=a.experiment)
+    outs = dict(o.split("=", 1) for o in a.out)
+    plots.render_all(a.family, a.table, {(None if k == "study" else k): v
+                                         for k, v in outs.items()}, a.options)
 
 
 def cmd_report(a) -> None:
@@ -209,44 +225,53 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_check)
 
     s = sub.add_parser("prepare-data", help="generate or load a dataset into an .npz file")
-    s.add_argument("--name", required=True)
-    s.add_argument("--kind", required=True)
-    s.add_argument("--options", type=_json, default={})
-    s.add_argument("--out", required=True)
+    s.add_argument("--name", required=True, help="the dataset's name in the config")
+    s.add_argument("--kind", required=True,
+                   help="the dataset kind (`python -m bnstudy list datasets`)")
+    s.add_argument("--options", type=_json, default={}, help="the dataset's options as JSON")
+    s.add_argument("--out", required=True, help="the prepared dataset (.npz)")
     s.set_defaults(func=cmd_prepare_data)
 
     s = sub.add_parser("train", help="train one run and write checkpoints and history")
-    s.add_argument("--data", required=True)
+    s.add_argument("--data", required=True, help="the prepared dataset (.npz)")
     s.add_argument("--spec", type=_json, required=True, help="run spec as JSON")
-    s.add_argument("--device", default="auto")
-    s.add_argument("--threads", type=int, default=1)
+    s.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    s.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     s.add_argument("--resume", default=None, help="resume-state file (kept until success)")
-    s.add_argument("--out-checkpoints", required=True)
-    s.add_argument("--out-history", required=True)
+    s.add_argument("--out-checkpoints", required=True,
+                   help="the run file: checkpoints, batches, optimizer states (.pt)")
+    s.add_argument("--out-history", required=True, help="the training history table (.parquet)")
     s.set_defaults(func=cmd_train)
 
-    s = sub.add_parser("measure", help="run a registered measure over one run's checkpoints")
-    s.add_argument("name")
-    s.add_argument("--data", required=True)
-    s.add_argument("--checkpoints", required=True)
-    s.add_argument("--options", type=_json, default={})
-    s.add_argument("--device", default="auto")
-    s.add_argument("--threads", type=int, default=1)
+    s = sub.add_parser("measure", help="run a registered measure over every run of one "
+                       "experiment (each run's checkpoints file under the results directory)")
+    s.add_argument("name", help="the measure (`python -m bnstudy list measures`)")
+    s.add_argument("--results", required=True, help="the results directory holding the runs")
+    s.add_argument("--experiment", required=True, help="the experiment whose runs to measure")
+    s.add_argument("--grid", type=_json, required=True,
+                   help='the experiment\'s runs as JSON: {"<experiment>": {"norms": [...], '
+                        '"seeds": [...]}}')
+    s.add_argument("--data", required=True, help="the experiment's prepared dataset (.npz)")
+    s.add_argument("--options", type=_json, default={},
+                   help="the measure's config section as JSON (checked against its options)")
+    s.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    s.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     s.add_argument("--out", nargs="+", required=True, metavar="TABLE=PATH",
                    help="where each of the measure's tables goes")
     s.set_defaults(func=cmd_measure)
 
     s = sub.add_parser("analysis", help="run a registered study-level analysis into a table")
-    s.add_argument("name")
-    s.add_argument("--options", type=_json, default={})
-    s.add_argument("--threads", type=int, default=1)
-    s.add_argument("--out", required=True)
+    s.add_argument("name", help="the analysis (`python -m bnstudy list analyses`)")
+    s.add_argument("--options", type=_json, default={}, help="the analysis's options as JSON")
+    s.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    s.add_argument("--out", required=True, help="the analysis's table (.parquet)")
     s.set_defaults(func=cmd_analysis)
 
     s = sub.add_parser("claims", help="evaluate the claims ledger from the aggregated tables")
-    s.add_argument("--tables", nargs="+", required=True)
-    s.add_argument("--ci", type=float, default=0.95)
-    s.add_argument("--out", required=True)
+    s.add_argument("--tables", nargs="+", required=True,
+                   help="the aggregated tables the claims read")
+    s.add_argument("--ci", type=float, default=0.95, help="confidence level of the intervals")
+    s.add_argument("--out", required=True, help="the claims ledger (.parquet)")
     s.set_defaults(func=cmd_claims)
 
     s = sub.add_parser("ledger", help="print a study's claims ledger as Markdown, or rewrite "
@@ -257,25 +282,30 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("aggregate", help="concatenate every run's per-run table into one table")
     s.add_argument("--results", required=True, help="the results directory")
-    s.add_argument("--name", required=True, help="the per-run file, e.g. history.parquet")
+    s.add_argument("--name", required=True,
+                   help="the per-run or per-experiment file, e.g. history.parquet")
     s.add_argument("--grid", type=_json, required=True,
-                   help='the runs as JSON: {"<experiment>": {"norms": [...], "seeds": [...]}}')
-    s.add_argument("--out", required=True)
+                   help='the runs as JSON: {"<experiment>": {"norms": [...], "seeds": [...], '
+                        '"axes": {...}}}; the axes become columns')
+    s.add_argument("--level", choices=["run", "experiment"], default="run",
+                   help="whether the parts are per-run files or per-experiment files")
+    s.add_argument("--out", required=True, help="the aggregated table (.parquet)")
     s.set_defaults(func=cmd_aggregate)
 
-    s = sub.add_parser("plot", help="render one figure from a table")
-    s.add_argument("family")
-    s.add_argument("--table", nargs="+", required=True)
-    s.add_argument("--experiment", default=None)
-    s.add_argument("--options", type=_json, default={})
-    s.add_argument("--out", required=True)
+    s = sub.add_parser("plot", help="draw every figure of one figure family from its tables")
+    s.add_argument("family", help="the figure family (`python -m bnstudy list figures`)")
+    s.add_argument("--table", nargs="+", required=True, help="the tables the family reads")
+    s.add_argument("--options", type=_json, default={}, help="the config's plots section as JSON")
+    s.add_argument("--out", nargs="+", required=True, metavar="EXPERIMENT=PNG",
+                   help="each figure to draw: the experiment (or 'study') and its file")
     s.set_defaults(func=cmd_plot)
 
     s = sub.add_parser("report", help="build the self-contained HTML report")
     s.add_argument("--config", type=_json, required=True, help="the study config as JSON")
-    s.add_argument("--tables", nargs="+", required=True)
-    s.add_argument("--figures", nargs="+", required=True)
-    s.add_argument("--out", required=True)
+    s.add_argument("--tables", nargs="+", required=True,
+                   help="the aggregated tables and the claims ledger")
+    s.add_argument("--figures", nargs="+", required=True, help="the figures to embed (.png)")
+    s.add_argument("--out", required=True, help="the report (.html)")
     s.set_defaults(func=cmd_report)
     return p
 

@@ -1,8 +1,31 @@
-"""Shared checking of a measure's options dict against its options dataclass."""
+"""Typed options: the one mechanism that checks a measure's (or analysis's) config section.
+
+A measure declares its options as a frozen dataclass deriving from :class:`Options`: each field
+has a type and a default, and may carry ``choices`` (the valid values) or ``minimum`` in its
+metadata (:func:`choice`, :func:`at_least`). :meth:`Options.parse` turns a config section into an
+instance, checking, in this order: unknown keys (named, with the valid ones), each field's type
+(YAML lists become tuples), its choices and minimum, then the class's own cross-field rules
+(:meth:`Options.validate`). Every error is a ``ValueError`` that names the section, the key, the
+bad value and what is valid. The workflow checks every configured section this way before any
+job runs (:mod:`bnstudy.study`), and the CLI parses once at its edge, so measure code only ever
+sees a checked, typed instance.
+"""
 
 from __future__ import annotations
 
-from dataclasses import fields
+import math
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, ClassVar
+
+
+def choice(default, choices, **kw):
+    """A field whose value must be one of ``choices``."""
+    return field(default=default, metadata={"choices": tuple(choices)}, **kw)
+
+
+def at_least(default, minimum, **kw):
+    """A numeric field whose value must be ``>= minimum``."""
+    return field(default=default, metadata={"minimum": minimum}, **kw)
 
 
 def checked(cls, d: dict | None, what: str) -> dict:
@@ -15,12 +38,79 @@ def checked(cls, d: dict | None, what: str) -> dict:
     return d
 
 
-def tuples(d: dict, keys, what: str) -> dict:
-    """``d`` with the list options ``keys`` made tuples; a string or scalar is named as an error."""
-    for key in keys:
-        if key in d:
-            v = d[key]
-            if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
-                raise ValueError(f"{what} {key} must be a list, got {v!r}")
-            d[key] = tuple(v)
-    return d
+def _kind(annotation: str) -> str:
+    """The checked kind of a field from its (string) annotation: 'bool', 'int', 'float', 'str',
+    'tuple', 'dict' or 'any'."""
+    a = annotation.replace(" ", "")
+    for kind in ("bool", "int", "float", "str", "tuple", "dict"):
+        if a == kind or a.startswith(f"{kind}["):
+            return kind
+    return "any"
+
+
+def _bad(section: str, key: str, value, why: str) -> ValueError:
+    shown = list(value) if isinstance(value, tuple) else value
+    return ValueError(f"{section} {key}={shown!r}: {why}")
+
+
+def _typed(section: str, key: str, kind: str, value):
+    if kind == "tuple":
+        if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+            raise _bad(section, key, value, "need a list")
+        return tuple(value)
+    if kind == "bool" and not isinstance(value, bool):
+        raise _bad(section, key, value, "need true or false")
+    if kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+        raise _bad(section, key, value, "need an integer")
+    if kind == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+            raise _bad(section, key, value, "need a number")
+        return float(value)
+    if kind == "str" and not isinstance(value, str):
+        raise _bad(section, key, value, "need a string")
+    if kind == "dict" and not isinstance(value, dict):
+        raise _bad(section, key, value, "need a mapping")
+    return value
+
+
+@dataclass(frozen=True)
+class Options:
+    """Base of typed options; subclasses set ``SECTION`` (the config section's name)."""
+
+    SECTION: ClassVar[str] = "options"
+
+    @classmethod
+    def parse(cls, d: dict | Options | None) -> Options:
+        """A checked instance from a config section (``None``: all defaults)."""
+        if isinstance(d, cls):
+            return d
+        if d is not None and not isinstance(d, dict):
+            raise ValueError(f"{cls.SECTION} options must be a mapping, got {d!r}")
+        d = checked(cls, d, cls.SECTION)
+        for f in fields(cls):
+            if f.name not in d:
+                continue
+            v = _typed(cls.SECTION, f.name, _kind(str(f.type)), d[f.name])
+            if "choices" in f.metadata and v not in f.metadata["choices"]:
+                raise _bad(cls.SECTION, f.name, v,
+                           f"valid choices: {', '.join(map(str, f.metadata['choices']))}")
+            if "minimum" in f.metadata and not v >= f.metadata["minimum"]:
+                raise _bad(cls.SECTION, f.name, v, f"need a value >= {f.metadata['minimum']}")
+            d[f.name] = v
+        missing = [f.name for f in fields(cls)
+                   if f.name not in d and f.default is MISSING and f.default_factory is MISSING]
+        if missing:
+            raise ValueError(f"{cls.SECTION} options lack {missing}")
+        o = cls(**d)
+        o.validate()
+        return o
+
+    def validate(self) -> None:
+        """Cross-field rules and value checks beyond type, choices and minimum (override)."""
+
+    def fail(self, key: str, why: str) -> None:
+        """Raise the standard error for option ``key``."""
+        raise _bad(self.SECTION, key, getattr(self, key), why)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

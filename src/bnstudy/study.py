@@ -42,7 +42,12 @@ def load(paths, overrides: dict | None = None) -> dict:
     (:func:`bnstudy.sweeps.expand`)."""
     from bnstudy import sweeps
 
-    return sweeps.expand(merged([*(read_study(p) for p in paths), dict(overrides or {})]))
+    record: dict = {}
+    flat = sweeps.expand(merged([*(read_study(p) for p in paths), dict(overrides or {})]), record)
+    axes = sweeps.experiment_axes(flat, record)
+    if axes:
+        flat["sweep_axes"] = axes
+    return flat
 
 
 # -- what the schema cannot say --------------------------------------------------------------
@@ -92,20 +97,14 @@ def _typed(section: str, items: dict, parse) -> dict:
 
 
 def _measure_options(cfg: dict) -> dict:
-    """Each configured measure's options through its own module's parser."""
-    from bnstudy.measures import ics, smoothness, teacher_student
-    from bnstudy.measures.jitter import measure as bn_jitter
-    from bnstudy.measures.partition import measure as partition_density
+    """Each configured measure's typed options (:meth:`bnstudy.options.Options.parse`)."""
+    from bnstudy import measures
 
-    parsers = {"partition_density": partition_density.Options.from_dict,
-               "ics": ics.parse_options, "smoothness": smoothness.Options.from_dict,
-               "bn_jitter": bn_jitter.Options.from_dict,
-               "teacher_student": teacher_student.check_options}
     out = {}
-    for name, parse in parsers.items():
+    for name, measure in measures.REGISTRY.items():
         if name in cfg:
             try:
-                out[name] = parse(cfg[name])
+                out[name] = measure.options.parse(cfg[name])
             except ValueError as e:
                 fail(name, str(e))
     return out
@@ -134,7 +133,7 @@ def _build(model_cfg, norm: str, kind: str, options: dict, forward: bool):
 
 def _experiments(cfg: dict, sizes: dict, model_cfgs: dict, train_cfgs: dict, mopts: dict):
     from bnstudy import measures
-    from bnstudy.measures import ics
+    from bnstudy.measures.ics import compute as ics
     from bnstudy.networks import normalizers
 
     configured = sorted(m for m in measures.REGISTRY if m in cfg)
@@ -179,7 +178,7 @@ def _experiments(cfg: dict, sizes: dict, model_cfgs: dict, train_cfgs: dict, mop
         if "ics" in mopts and "ics" in e.get("measures", ["ics"]):
             n_layers = len(ics.layer_groups(built[(e["model"], e["dataset"], "none")]))
             try:
-                ics.resolve_layers(mopts["ics"]["layers"], n_layers)
+                ics.resolve_layers(mopts["ics"].layers, n_layers)
             except ValueError as err:
                 fail("ics.layers", f"{err} (model {e['model']!r}, experiment {name!r})")
 

@@ -178,9 +178,10 @@ def _variants(axes: list, axis: str) -> dict:
     return next(vals for a, kind, vals in axes if a == axis)
 
 
-def expand(cfg: dict) -> dict:
+def expand(cfg: dict, record: dict | None = None) -> dict:
     """The config with every swept entry replaced by the entries it generates (see the module
-    docstring); ``cfg`` is not changed."""
+    docstring); ``cfg`` is not changed. With ``record``, the axis values of every generated
+    entry are stored there, ``record[section][generated name] = {axis: value}``."""
     out = dict(cfg)
     families: dict = {}  # swept dataset entry -> [(generated name, its axis values)]
     for section in SECTIONS:
@@ -209,5 +210,20 @@ def expand(cfg: dict) -> dict:
                          f"is given twice (also by {origin[gen]!r}); allowed: a name template "
                          "that tells every combination apart")
                 flat[gen], origin[gen] = e, name
+                if record is not None and values:
+                    record.setdefault(section, {})[gen] = values
         out[section] = flat
+    return out
+
+
+def experiment_axes(flat: dict, record: dict) -> dict[str, dict]:
+    """The sweep-axis values of each experiment of an expanded config: its own axes and those of
+    the swept dataset it runs on (``record`` from :func:`expand`). These become columns of every
+    table (pooling over draws is a groupby). Experiments without axes are left out."""
+    out = {}
+    for name, e in flat.get("experiments", {}).items():
+        values = dict(record.get("datasets", {}).get(e.get("dataset"), {}))
+        values.update(record.get("experiments", {}).get(name, {}))
+        if values:
+            out[name] = values
     return out

@@ -2,8 +2,8 @@ rule analysis:
     output:
         res("tables", "{analysis}.parquet"),
     params:
-        options=analysis_options,
-        code=analysis_code,
+        options=get_analysis_options,
+        code=get_analysis_code,
     log:
         log_file("analysis", "{analysis}.log"),
     conda:

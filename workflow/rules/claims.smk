@@ -1,11 +1,13 @@
 rule claims:
     input:
-        all_tables(),
+        get_all_tables(),
     output:
         res("tables", "claims.parquet"),
     params:
         ci=config["report"]["ci"],
-        code=code_version("claims"),
+        code=PLAN.code("claims"),
+    group:
+        "figures"
     log:
         log_file("claims.log"),
     conda:

@@ -2,9 +2,9 @@ rule prepare_data:
     output:
         res("data", "{dataset}.npz"),
     params:
-        kind=dataset_kind,
-        options=dataset_params,
-        code=code_version("data"),
+        kind=get_dataset_kind,
+        options=get_dataset_options,
+        code=PLAN.code("data"),
     log:
         log_file("prepare_data", "{dataset}.log"),
     conda:

@@ -1,43 +1,26 @@
-rule plot:
-    input:
-        figure_tables,
-    output:
-        report(
-            res("figures", "{experiment}", "{family}.png"),
-            caption="../report/figure.rst",
-            category="{experiment}",
-            subcategory="{family}",
-        ),
-    params:
-        options=json.dumps(config["plots"], sort_keys=True),
-        code=figure_code,
-    log:
-        log_file("plot", "{experiment}", "{family}.log"),
-    conda:
-        "../../environment.yml"
-    shell:
-        "python -m bnstudy plot {wildcards.family:q} --table {input:q}"
-        " --experiment {wildcards.experiment:q} --options {params.options:q}"
-        " --out {output:q} > {log:q} 2>&1"
+# One rule per figure family the study draws (bnstudy.plots), named plot_<family>: one job reads
+# the family's tables once and draws all of its figures (one per experiment, or one for the
+# study). Its params are the plots settings and the hash of the family's module.
 
+for _family in PLAN.figures:
 
-rule plot_study:
-    input:
-        figure_tables,
-    output:
-        report(
-            res("figures", "study", "{family}.png"),
-            caption="../report/figure_study.rst",
-            category="Study",
-            subcategory="{family}",
-        ),
-    params:
-        options=json.dumps(config["plots"], sort_keys=True),
-        code=figure_code,
-    log:
-        log_file("plot", "study", "{family}.log"),
-    conda:
-        "../../environment.yml"
-    shell:
-        "python -m bnstudy plot {wildcards.family:q} --table {input:q}"
-        " --options {params.options:q} --out {output:q} > {log:q} 2>&1"
+    rule:
+        name:
+            f"plot_{_family}"
+        input:
+            PLAN.figure_tables(_family),
+        output:
+            PLAN.figure_outputs(_family).values(),
+        params:
+            options=json.dumps(config["plots"], sort_keys=True),
+            outs=get_figure_outs(_family),
+            code=PLAN.figure_code(_family),
+        group:
+            "figures"
+        log:
+            log_file("plot", f"{_family}.log"),
+        conda:
+            "../../environment.yml"
+        shell:
+            "python -m bnstudy plot " + _family + " --table {input:q}"
+            " --options {params.options:q} --out {params.outs:q} > {log:q} 2>&1"

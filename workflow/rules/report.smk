@@ -1,13 +1,15 @@
 rule report:
     input:
-        tables=all_tables(),
+        tables=get_all_tables(),
         claims=res("tables", "claims.parquet"),
-        figures=all_figures(),
+        figures=get_all_figures(),
     output:
         report(res("report.html"), caption="../report/report.rst", category="Report"),
     params:
         config=json.dumps(config, sort_keys=True),
-        code=report_code(),
+        code=PLAN.report_code(),
+    group:
+        "figures"
     log:
         log_file("report.log"),
     conda:

@@ -1,19 +1,19 @@
 rule train:
     input:
-        data=run_dataset,
+        data=get_run_dataset,
     output:
         checkpoints=run_out("checkpoints.pt"),
         history=run_out("history.parquet"),
     params:
-        spec=run_spec,
+        spec=get_run_spec,
         device=config["device"],
         resume=run_out("resume.pt"),
-        code=code_version("train"),
+        code=PLAN.code("train"),
     threads: config["threads"]
     resources:
         gpu=config["gpus_per_train_job"],
     log:
-        run_log("train"),
+        log_file("train", "{experiment}", "{norm}", "seed{seed}.log"),
     conda:
         "../../environment.yml"
     shell:

@@ -2,44 +2,41 @@
 
 Some of the papers' experiments are not "train a grid of runs, then measure each run": the
 Dannemann-Junike counterexample is a closed computation on a three-point data set, and a theory
-curve is a function of the study's settings alone. An :class:`Analysis` names a function
+curve is a function of the study's settings alone. An :class:`Analysis` holds a function
 ``run(options: dict) -> list[dict]`` that returns the rows of one table, written to
 ``results/tables/<name>.parquet``. It runs when the config's ``analyses`` section has an entry
-named like it (its options); ``code`` lists the modules it imports, for code-change reruns.
-``options`` names its option checker ``check(options: dict) -> dict`` (declared names, types
-and ranges; defaults filled in), which the study's config check calls before any job runs.
+named like it (its options). ``check_options(options: dict) -> dict`` checks them (declared
+names, types and ranges; defaults filled in); the study's config check calls it before any job
+runs. The workflow's code hash of an analysis covers its module and everything it imports.
+Analysis modules are torch-free (they are imported when the Snakefile is read).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from bnstudy.analyses import dannemann
 
 
 @dataclass(frozen=True)
 class Analysis:
     name: str
-    func: str  # "module:function"
-    code: tuple[str, ...]
-    options: str  # "module:function" checking the options
+    run: Callable[[dict], list[dict]]
+    check_options: Callable[[dict | None], dict]
+    module: ModuleType
 
-    def load(self) -> Callable[[dict], list[dict]]:
-        return _named(self.func)
-
-    def check_options(self, options: dict | None) -> dict:
-        """The options checked (ValueError naming the bad one), with defaults filled in."""
-        return _named(self.options)(options)
-
-
-def _named(ref: str) -> Callable:
-    module, func = ref.split(":")
-    return getattr(importlib.import_module(module), func)
+    @property
+    def source(self) -> str:
+        """The analysis module's file, relative to ``src/bnstudy`` (the code hash's entry)."""
+        root = Path(__file__).resolve().parent.parent
+        return Path(self.module.__file__).resolve().relative_to(root).as_posix()
 
 
 REGISTRY: dict[str, Analysis] = {a.name: a for a in (
-    Analysis("dannemann", func="bnstudy.analyses.dannemann:run", code=("analyses/dannemann.py",),
-             options="bnstudy.analyses.dannemann:parse_options"),
+    Analysis("dannemann", dannemann.run, dannemann.parse_options, dannemann),
 )}
 
 

@@ -1,17 +1,24 @@
 """The measure registry: per-run measurement stages, by name.
 
-A :class:`Measure` names a function ``run(run, ds, options, device)`` over a loaded run file
-(:mod:`bnstudy.train.checkpoints`) and its dataset, the tables it fills and the package modules it
-imports. The function returns tidy rows: a list (rows of the measure's first table) or a dict
-``{table: rows}``. The CLI adds the run's identifying columns (experiment, dataset, model, norm,
-seed) and writes one Parquet file per table and run; the workflow aggregates them into
-``results/tables/<table>.parquet``. The config section named like the measure holds its options
-(a measure without a config section is not run); ``dataset_kinds`` restricts a measure to the
-data it is defined on (the workflow does not schedule it elsewhere).
+Every subpackage of this package that defines the measure contract is a measure (found by
+:func:`_discover`; adding a measure is adding its subpackage, its plot module, its schema section
+and its tests). The contract, in the subpackage's ``__init__`` (torch-free, so the workflow
+planner can read it at Snakefile parse time without importing torch):
 
-Functions are named as ``"module:function"`` and imported on use, so that a stage imports only
-the code it measures with; ``code`` lists those modules (relative to ``src/bnstudy``), whose
-content hash makes the workflow rerun the measure when they change.
+- ``NAME``: the measure's name and config section (a measure without a section is not run);
+- ``TABLES``: the tables it fills, the first being the main table;
+- ``DATASET_KINDS``: the data kinds it is defined on (``None``: all; the workflow schedules it
+  nowhere else);
+- ``Options``: its typed options, a :class:`bnstudy.options.Options` (checked once, by
+  ``Options.parse``, before any job runs and again at the CLI's edge);
+- ``run(run, data, options, device) -> {table: rows}``: the measure over one run file
+  (:mod:`bnstudy.train.checkpoints`) and its dataset. It imports its implementation (the
+  subpackage's ``compute`` module) when called.
+
+The CLI adds the runs' identifying columns and writes one Parquet file per table and
+experiment; the workflow aggregates them into ``results/tables/<table>.parquet``. The workflow's
+code hash of a measure covers its subpackage's ``__init__`` and every package module it imports,
+at any depth (so the implementation counts).
 
 Measures must never change the model they are given: they work on copies or restore the train
 mode and BN buffers they touch.
@@ -20,50 +27,50 @@ mode and BN buffers they touch.
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 
-import torch
+from bnstudy.options import Options
 
-from bnstudy.measures import generalization
-from bnstudy.train import checkpoints
+CONTRACT = ("NAME", "TABLES", "DATASET_KINDS", "Options", "run")
 
 
 @dataclass(frozen=True)
 class Measure:
     name: str
-    func: str  # "module:function"
+    run: Callable[..., dict[str, list[dict]]]
+    options: type[Options]
     tables: tuple[str, ...]  # the first is the main table
-    code: tuple[str, ...]  # modules under src/bnstudy the measure's function imports
-    dataset_kinds: tuple[str, ...] | None = None  # the data kinds it applies to (None: all)
+    dataset_kinds: tuple[str, ...] | None  # the data kinds it applies to (None: all)
+    module: ModuleType
 
     def applies_to(self, dataset_kind: str) -> bool:
         return self.dataset_kinds is None or dataset_kind in self.dataset_kinds
 
-    def load(self) -> Callable:
-        module, func = self.func.split(":")
-        return getattr(importlib.import_module(module), func)
+    @property
+    def source(self) -> str:
+        """The contract module's file, relative to ``src/bnstudy`` (the code hash's entry)."""
+        root = Path(__file__).resolve().parent.parent
+        return Path(self.module.__file__).resolve().relative_to(root).as_posix()
 
 
-REGISTRY: dict[str, Measure] = {
-    m.name: m
-    for m in (
-        Measure("generalization", "bnstudy.measures:run_generalization", ("generalization",),
-                ("measures/__init__.py",)),
-        Measure("partition_density", "bnstudy.measures.partition.measure:run",
-                ("partition_density", "partition_density_maps"),
-                ("measures/partition/measure.py",)),
-        Measure("ics", "bnstudy.measures.ics:run_ics", ("ics",),
-                ("measures/ics.py",)),
-        Measure("smoothness", "bnstudy.measures.smoothness:run", ("smoothness", "smoothness_probes"),
-                ("measures/smoothness.py",)),
-        Measure("teacher_student", "bnstudy.measures.teacher_student:run", ("teacher_student",),
-                ("measures/teacher_student.py",),
-                dataset_kinds=("teacher_student",)),
-        Measure("bn_jitter", "bnstudy.measures.jitter.measure:run", ("bn_jitter", "bn_jitter_boundary"),
-                ("measures/jitter/measure.py",)),
-    )
-}
+def _discover() -> dict[str, Measure]:
+    found = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        mod = importlib.import_module(f"{__name__}.{info.name}")
+        missing = [k for k in CONTRACT if not hasattr(mod, k)]
+        if missing:
+            raise TypeError(f"measure package {mod.__name__} lacks {missing} of the contract")
+        found[mod.NAME] = Measure(mod.NAME, mod.run, mod.Options, tuple(mod.TABLES),
+                                  None if mod.DATASET_KINDS is None else tuple(mod.DATASET_KINDS),
+                                  mod)
+    return found
+
+
+REGISTRY: dict[str, Measure] = _discover()
 
 
 def get(name: str) -> Measure:
@@ -74,21 +81,9 @@ def get(name: str) -> Measure:
 
 
 def as_tables(measure: Measure, result) -> dict[str, list[dict]]:
-    """Normalize a measure function's result to ``{table: rows}`` and check the table names."""
-    out = {measure.tables[0]: result} if isinstance(result, list) else dict(result)
+    """Check a measure's result, ``{table: rows}``, against its declared tables."""
+    out = dict(result)
     unknown = sorted(set(out) - set(measure.tables))
     if unknown:
         raise ValueError(f"measure {measure.name!r} returned undeclared tables {unknown}")
     return out
-
-
-def run_generalization(run: dict, ds, options: dict, device: torch.device) -> list[dict]:
-    """Generalization at the run's last checkpoint (NaN row when the run diverged)."""
-    stats = options.get("bn_statistics", "running")
-    last = run["checkpoints"][-1]
-    if run["diverged"]:
-        row = generalization.diverged_row(stats)
-    else:
-        restored = checkpoints.restore(run, len(run["checkpoints"]) - 1, ds, device)
-        row = generalization.measure(restored.model, ds, options)[0]
-    return [{"step": int(last["step"]), **row, "diverged": bool(run["diverged"])}]

@@ -29,11 +29,8 @@ import torch
 from torch import nn
 
 from bnstudy.networks import normalizers
+from bnstudy.networks.archs import ARCHS, BIAS_INITS, INITS  # noqa: F401 (re-exported)
 from bnstudy.networks.blocks import Block, Net, activation, blocks, maps  # noqa: F401 (re-exported)
-
-ARCHS = ("mlp", "dln", "vgg", "unit")
-INITS = ("default", "kaiming", "xavier", "orthogonal")
-BIAS_INITS = ("default", "zero", "random")
 
 
 @dataclass(frozen=True)

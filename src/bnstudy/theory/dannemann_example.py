@@ -8,9 +8,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import torch
-from scipy.optimize import brentq
-from torch import nn
 
 # The paper's Example 3.2 (inputs): samples and labels.
 X = np.array([[1.0, 1.0], [1.0, 2.0], [2.0, 3.0]])
@@ -55,10 +52,13 @@ def finite_difference(f, w, h: float) -> np.ndarray:
     return np.array([(f(w + e[k]) - f(w - e[k])) / (2 * h) for k in range(len(w))])
 
 
-def bn_neuron(w, eps: float) -> nn.Sequential:
+def bn_neuron(w, eps: float):
     """The neuron as real torch layers: Linear(2, K, bias=False) -> BatchNorm1d(K, affine=False),
     one output unit per row of ``w`` (shape (2,) or (K, 2)); BN normalizes each unit over the
     batch on its own, so K units are K independent copies of the paper's neuron."""
+    import torch
+    from torch import nn
+
     w = torch.as_tensor(np.atleast_2d(np.asarray(w, float)))
     net = nn.Sequential(nn.Linear(2, len(w), bias=False),
                         nn.BatchNorm1d(len(w), affine=False, eps=eps)).double().train()
@@ -68,6 +68,8 @@ def bn_neuron(w, eps: float) -> nn.Sequential:
 
 
 def _torch_data():
+    import torch
+
     return torch.as_tensor(X), torch.as_tensor(Y)
 
 
@@ -109,6 +111,8 @@ def angular_derivative(theta: float) -> float:
 def scan_minima(theta: np.ndarray, loss: np.ndarray, radius: float) -> list[tuple[float, float]]:
     """Every circular grid local minimum, refined to the root of the angular derivative within
     one grid step (Brent; the loss itself is too flat there to locate better than ~1e-7 rad)."""
+    from scipy.optimize import brentq  # noqa: I001 (scipy.optimize: 0.4 s; only here)
+
     step = theta[1] - theta[0]
     idx = np.flatnonzero((loss < np.roll(loss, 1)) & (loss <= np.roll(loss, -1)))
     out = []
@@ -129,6 +133,9 @@ def gradient_descent(w0, objective: str, steps: int, lr: float, eps: float, ever
     output unit per init, each with its own loss, so the K runs do not interact. Returns
     [(step, W (K, 2), losses (K,)), ...] at steps 0..100, every ``every``-th step and the last,
     and the final per-init gradient norms."""
+    import torch
+    from torch import nn
+
     x, y = _torch_data()
     w0 = np.atleast_2d(np.asarray(w0, float))
     net = bn_neuron(w0, eps) if objective == "bn" else nn.Sequential(

@@ -1,5 +1,6 @@
 """Exact minimizers of Luo §4's objectives on one training set (the ``erm_*`` columns of
-:mod:`bnstudy.measures.teacher_student`): what the closed forms of :mod:`bnstudy.theory.luo` average
+:mod:`bnstudy.measures.teacher_student.compute`): what the closed forms of
+:mod:`bnstudy.theory.luo` average
 over data draws, so that a gap to them splits into draw scatter and optimization."""
 
 from __future__ import annotations

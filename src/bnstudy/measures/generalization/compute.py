@@ -21,10 +21,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from bnstudy.measures.generalization.options import BN_STATISTICS, Options  # noqa: F401
 from bnstudy.measures.partition.frozen_bn import frozen_copy
+from bnstudy.train import checkpoints
 from bnstudy.train.loop import evaluate
-
-BN_STATISTICS = ("running", "recomputed")
 
 
 def recompute_bn_statistics(model: nn.Module, x: torch.Tensor, chunk: int = 4096) -> nn.Module:
@@ -34,12 +34,9 @@ def recompute_bn_statistics(model: nn.Module, x: torch.Tensor, chunk: int = 4096
     return frozen_copy(model, "train_set", x, chunk_rows=chunk)
 
 
-def measure(model: nn.Module, data, options: dict | None = None) -> list[dict]:
+def measure(model: nn.Module, data, options: Options | dict | None = None) -> list[dict]:
     """One row: train/test loss and accuracy and their gaps. ``data`` is a :class:`Dataset`."""
-    options = dict(options or {})
-    stats = options.get("bn_statistics", "running")
-    if stats not in BN_STATISTICS:
-        raise ValueError(f"unknown bn_statistics {stats!r}; valid choices: {BN_STATISTICS}")
+    stats = Options.parse(options).bn_statistics
     dev = next(model.parameters()).device
     xtr = torch.as_tensor(data.x_train, device=dev)
     ytr = torch.as_tensor(data.y_train, device=dev)
@@ -59,3 +56,15 @@ def diverged_row(stats: str) -> dict:
     nan = float("nan")
     return {"train_loss": nan, "test_loss": nan, "loss_gap": nan, "train_accuracy": nan,
             "test_accuracy": nan, "accuracy_gap": nan, "bn_statistics": stats}
+
+
+def run(run: dict, ds, options: Options, device: torch.device) -> list[dict]:
+    """Generalization at the run's last checkpoint (NaN row when the run diverged)."""
+    stats = options.bn_statistics
+    last = run["checkpoints"][-1]
+    if run["diverged"]:
+        row = diverged_row(stats)
+    else:
+        restored = checkpoints.restore(run, len(run["checkpoints"]) - 1, ds, device)
+        row = measure(restored.model, ds, options)[0]
+    return [{"step": int(last["step"]), **row, "diverged": bool(run["diverged"])}]

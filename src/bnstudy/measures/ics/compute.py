@@ -75,34 +75,12 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
+from bnstudy.measures.ics.options import Options
 from bnstudy.networks import models
 from bnstudy.train import checkpoints
 from bnstudy.train.loop import loss_fn
 
 BN_STATISTICS = "batch"
-OPTIONS = {"probe_size": 256, "layers": "all"}
-
-
-def parse_options(options: dict | None) -> dict:
-    """Options with defaults filled in; bad values raise ValueError naming the valid choices."""
-    opts = dict(OPTIONS)
-    opts.update(options or {})
-    unknown = sorted(set(opts) - set(OPTIONS))
-    if unknown:
-        raise ValueError(f"unknown ics option(s) {unknown}; valid: {sorted(OPTIONS)}")
-    size = opts["probe_size"]
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"ics probe_size must be an integer >= 1, got {size!r}")
-    layers = opts["layers"]
-    if layers != "all" and not (
-        isinstance(layers, (list, tuple)) and layers
-        and all(isinstance(k, int) and not isinstance(k, bool) and k != 0 for k in layers)
-    ):
-        raise ValueError(f"ics layers must be 'all' or a non-empty list of non-zero layer "
-                         f"indices (1-based, negative from the head), got {layers!r}")
-    return opts
-
-
 def layer_groups(model: nn.Module) -> list[tuple[str, list[str]]]:
     """``[(layer_name, parameter names)]`` input to output: blocks, then the head."""
     names = {id(p): n for n, p in model.named_parameters()}
@@ -233,19 +211,19 @@ def _replay_error(new: dict, next_state: dict) -> float:
     return max(float((p.cpu() - next_state[n]).abs().max()) for n, p in new.items())
 
 
-def run_ics(run: dict, ds, options: dict, device: torch.device) -> list[dict]:
+def run_ics(run: dict, ds, options: Options, device: torch.device) -> list[dict]:
     """ICS rows for every checkpoint of a run (the ``ics`` measure's entry point)."""
-    opts = parse_options(options)
+    opts = Options.parse(options)
     xtr = torch.as_tensor(ds.x_train, device=device)
     ytr = torch.as_tensor(ds.y_train, device=device)
-    probe_size = min(opts["probe_size"], len(xtr))
+    probe_size = min(opts.probe_size, len(xtr))
     probe = xtr[:probe_size]
     cks = run["checkpoints"]
     rows, prev = [], None
     for idx in range(len(cks)):
         r = checkpoints.restore(run, idx, ds, device)
         res = measure_checkpoint(r.model, r.optimizer, xtr[r.batch], ytr[r.batch], ds.task,
-                                 probe, opts["layers"])
+                                 probe, opts.layers)
         consecutive = idx + 1 < len(cks) and int(cks[idx + 1]["step"]) == r.step + 1
         replay = _replay_error(res.new_params, cks[idx + 1]["model"]) if consecutive else math.nan
         for row in res.rows:

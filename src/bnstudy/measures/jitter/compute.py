@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
 import torch
@@ -68,62 +68,13 @@ from torch import nn
 
 from bnstudy.measures.jitter import maps as bn_jitter_maps
 from bnstudy.measures.jitter import stats as st
+from bnstudy.measures.jitter.options import CHECKPOINTS, Options  # noqa: F401
 from bnstudy.networks import models
 from bnstudy.networks.normalizers import batchnorm_modules
-from bnstudy.options import checked as checked_options
-from bnstudy.options import tuples
 from bnstudy.train.loop import build
 
 log = logging.getLogger("bnstudy")
 
-CHECKPOINTS = ("all", "first_last")
-
-
-@dataclass(frozen=True)
-class Options:
-    batch_sizes: tuple = (16, 256)
-    n_batches: int = 200
-    sampling: str = "without_replacement"
-    checkpoints: str = "all"
-    realizations: int = 32
-    grid_resolution: int = 100
-    grid_margin: float = 0.1
-    map_resolution: int = 40
-    map_realizations: int = 8
-    seed: int = 0
-    chunk_rows: int = 65536
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> Options:
-        d = tuples(checked_options(cls, d, "bn_jitter"), ("batch_sizes",), "bn_jitter")
-        opts = cls(**d)
-        opts.validate()
-        return opts
-
-    def validate(self) -> None:
-        def bad(key, why):
-            value = getattr(self, key)
-            value = list(value) if isinstance(value, tuple) else value
-            raise ValueError(f"bn_jitter {key}={value!r}: {why}")
-
-        def is_int(v, lo):
-            return isinstance(v, int) and not isinstance(v, bool) and v >= lo
-
-        if (not self.batch_sizes or not all(is_int(b, 2) for b in self.batch_sizes)
-                or len(set(self.batch_sizes)) != len(self.batch_sizes)):
-            bad("batch_sizes", "need a non-empty list of distinct ints >= 2")
-        for key, lo in (("n_batches", 2), ("realizations", 1), ("grid_resolution", 2),
-                        ("map_resolution", 2), ("map_realizations", 0), ("seed", 0),
-                        ("chunk_rows", 1)):
-            if not is_int(getattr(self, key), lo):
-                bad(key, f"need an int >= {lo}")
-        if self.sampling not in st.SAMPLING:
-            bad("sampling", f"valid choices: {list(st.SAMPLING)}")
-        if self.checkpoints not in CHECKPOINTS:
-            bad("checkpoints", f"valid choices: {list(CHECKPOINTS)}")
-        m = self.grid_margin
-        if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0 <= m < float("inf"):
-            bad("grid_margin", "need a finite number >= 0")
 
 
 def _layer_indices(model: nn.Module) -> list[int]:
@@ -182,7 +133,7 @@ def measure(model: nn.Module, ds, options: dict | Options | None = None,
     """Both tables' rows for one checkpoint's ``model`` (without the step column); ``maps``:
     whether to return the boundary-map rows (the summaries are always computed); ``run_seed``
     joins the seed of the batch draws."""
-    opts = options if isinstance(options, Options) else Options.from_dict(options)
+    opts = options if isinstance(options, Options) else Options.parse(options)
     dev = next(model.parameters()).device
     x = torch.as_tensor(ds.x_train, device=dev)
     two_d = bn_jitter_maps.applies(ds)
@@ -219,7 +170,7 @@ def measure(model: nn.Module, ds, options: dict | Options | None = None,
 
 def run(run: dict, ds, options: dict, device: torch.device) -> dict[str, list[dict]]:
     """``bn_jitter`` at the run's checkpoints (all, or the first and last)."""
-    opts = Options.from_dict(options)
+    opts = Options.parse(options)
     cks = run["checkpoints"]
     if opts.checkpoints == "first_last":
         cks = [cks[0], cks[-1]] if len(cks) > 1 else cks

@@ -1,6 +1,6 @@
 """Decision-boundary jitter (BN-Explained Fig. 6) for 2-D classification data.
 
-For each realization ``r < realizations`` of :mod:`bnstudy.measures.jitter.measure`'s seeded
+For each realization ``r < realizations`` of :mod:`bnstudy.measures.jitter.compute`'s seeded
 mini-batches, the
 network's BN layers are frozen at the statistics that batch gives every layer in a train-mode
 forward (mean and biased variance; ghost BN: its first virtual batch) and the predicted class is

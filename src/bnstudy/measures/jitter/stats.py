@@ -35,12 +35,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from bnstudy.measures.jitter.options import SAMPLING  # noqa: F401 (re-exported)
 from bnstudy.measures.partition.frozen_bn import set_buffers
 from bnstudy.networks.layer_inputs import for_each_input
 from bnstudy.networks.normalizers import batchnorm_modules
 from bnstudy.networks.norms.layers import GhostBatchNorm, ghost_sizes
-
-SAMPLING = ("without_replacement", "with_replacement")
 
 
 def prop2(m2, m4, n: int) -> tuple:

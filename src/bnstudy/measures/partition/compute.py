@@ -69,9 +69,8 @@ The measure never changes the model it is given: it works on a deep copy.
 from __future__ import annotations
 
 import logging
-import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
 import torch
@@ -79,74 +78,16 @@ from torch import nn
 
 from bnstudy.measures.partition import distance as partition_distance
 from bnstudy.measures.partition import maps as partition_maps
-from bnstudy.measures.partition.frozen_bn import BN_STATISTICS, frozen_copy
+from bnstudy.measures.partition.frozen_bn import frozen_copy
+from bnstudy.measures.partition.options import METHODS, POINT_SETS, Options  # noqa: F401
 from bnstudy.measures.partition.polytope import crossing_counts, frame
 from bnstudy.networks import models
 from bnstudy.networks.normalizers import batch_statistics_layers
-from bnstudy.options import checked as checked_options
-from bnstudy.options import tuples
 from bnstudy.train.loop import build
 
 log = logging.getLogger("bnstudy")
 
-POINT_SETS = ("train", "test", "random")
-METHODS = ("distance", "polytope")
 NO_BN = "n/a"
-
-
-@dataclass(frozen=True)
-class Options:
-    radii: tuple = (0.01, 0.03, 0.1)
-    method: str = "distance"
-    n_vertices: int = 40
-    n_points: int = 100
-    point_sets: tuple = POINT_SETS
-    bn_statistics: str = "train_set"
-    seed: int = 0
-    chunk_rows: int = 65536
-    maps: bool = True
-    map_resolution: int = 60
-    map_radius: float = 0.03
-    map_margin: float = 0.1
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> Options:
-        d = tuples(checked_options(cls, d, "partition_density"), ("radii", "point_sets"),
-                   "partition_density")
-        opts = cls(**d)
-        opts.validate()
-        return opts
-
-    def validate(self) -> None:
-        def bad(key, why):
-            raise ValueError(f"partition_density {key}={getattr(self, key)!r}: {why}")
-
-        if not self.radii or not all(_positive(r) for r in self.radii):
-            bad("radii", "need a non-empty list of positive finite numbers")
-        if not isinstance(self.n_vertices, int) or self.n_vertices < 2 or self.n_vertices % 2:
-            bad("n_vertices", "need an even integer >= 2 (two vertices per direction)")
-        for key in ("n_points", "chunk_rows", "seed"):
-            if not isinstance(getattr(self, key), int) or getattr(self, key) < (key != "seed"):
-                bad(key, "need a " + ("non-negative" if key == "seed" else "positive") + " int")
-        wrong = [s for s in self.point_sets if s not in POINT_SETS]
-        if not self.point_sets or wrong or len(set(self.point_sets)) != len(self.point_sets):
-            bad("point_sets", f"need distinct names among valid choices {list(POINT_SETS)}")
-        if self.method not in METHODS:
-            bad("method", f"valid choices: {list(METHODS)}")
-        if self.bn_statistics not in BN_STATISTICS:
-            bad("bn_statistics", f"valid choices: {list(BN_STATISTICS)}")
-        if not isinstance(self.maps, bool):
-            bad("maps", "need true or false")
-        if not isinstance(self.map_resolution, int) or self.map_resolution < 2:
-            bad("map_resolution", "need an int >= 2")
-        if not _positive(self.map_radius):
-            bad("map_radius", "need a positive finite number")
-        if not (isinstance(self.map_margin, (int, float)) and 0 <= self.map_margin < math.inf):
-            bad("map_margin", "need a finite number >= 0")
-
-
-def _positive(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
 
 
 def kinked_blocks(model: nn.Module) -> list[tuple[int, models.Block]]:
@@ -227,7 +168,7 @@ def measure(model: nn.Module, ds, options: dict | Options | None = None,
             batch: torch.Tensor | None = None) -> dict[str, list[dict]]:
     """Partition density of ``model`` (one checkpoint) on ``ds``; ``batch``: the step's batch
     indices (needed for ``bn_statistics='batch'``). Rows of both tables, without the step."""
-    opts = options if isinstance(options, Options) else Options.from_dict(options)
+    opts = options if isinstance(options, Options) else Options.parse(options)
     t0 = time.perf_counter()
     dev = next(model.parameters()).device
     has_bn = bool(batch_statistics_layers(model))
@@ -281,7 +222,7 @@ def measure(model: nn.Module, ds, options: dict | Options | None = None,
 def run(run: dict, ds, options: dict, device: torch.device) -> dict[str, list[dict]]:
     """Partition density at every checkpoint of ``run``; map rows (and the 2-D training points
     they are drawn over) for 2-D inputs."""
-    opts = Options.from_dict(options)
+    opts = Options.parse(options)
     density, maps = [], []
     t0 = time.perf_counter()
     for ck in run["checkpoints"]:

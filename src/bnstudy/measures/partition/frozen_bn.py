@@ -30,11 +30,10 @@ import copy
 import torch
 from torch import nn
 
+from bnstudy.measures.partition.options import BN_STATISTICS  # noqa: F401 (re-exported)
 from bnstudy.networks.layer_inputs import for_each_input
 from bnstudy.networks.normalizers import batch_statistics_layers
 from bnstudy.networks.norms.layers import set_mean_var
-
-BN_STATISTICS = ("train_set", "batch", "running")
 
 
 @torch.no_grad()

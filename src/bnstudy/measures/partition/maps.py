@@ -1,6 +1,6 @@
 """2-D partition-density maps (BN-Explained Fig. 3): the density over a grid covering the data.
 
-For datasets with 2-D inputs, :func:`bnstudy.measures.partition.measure.measure` also counts, at
+For datasets with 2-D inputs, :func:`bnstudy.measures.partition.compute.measure` also counts, at
 every
 point of a ``resolution x resolution`` grid, the units whose boundary crosses the neighbourhood of
 radius ``map_radius`` around the point, with the same method, BN statistics and frame as the

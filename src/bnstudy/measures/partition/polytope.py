@@ -6,7 +6,7 @@ counts when its pre-activation takes both strictly positive and strictly negativ
 vertices (a vertex exactly on the boundary does not make a crossing); one batched forward pass
 over all vertices of all points, with a hook on every counted block's normalizer output. For an
 affine unit the test is exact for the polytope: its hyperplane meets the polytope's interior iff
-``|h(x)| < r max_j |h(x + v_j) - h(x)|``. :mod:`bnstudy.measures.partition.measure` documents how
+``|h(x)| < r max_j |h(x + v_j) - h(x)|``. :mod:`bnstudy.measures.partition.compute` documents how
 this
 relates to the paper's epsilon-ball and to the default ``distance`` test.
 """

@@ -12,7 +12,8 @@ measure probes the points ``w - η g`` and records
 - gradient predictiveness: ``grad_diff = ‖∇L(w - η g) - g‖₂`` at each probe (Fig. 4(b),
   Fig. 11), ``grad_pred_max`` its maximum over the probes;
 - effective β-smoothness: ``beta_eff = max_probes ‖∇L(w - η g) - g‖₂ / ‖η g‖₂`` (Fig. 4(c));
-- optionally the top Hessian eigenvalue of ``L`` at ``w`` (:mod:`bnstudy.measures.hessian`).
+- optionally the top Hessian eigenvalue of ``L`` at ``w``
+(:mod:`bnstudy.measures.smoothness.hessian`).
 
 Choices the paper leaves open, fixed here:
 
@@ -57,86 +58,16 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
 
-from bnstudy.measures import hessian
-from bnstudy.networks.models import ARCHS
-from bnstudy.options import checked as checked_options
+from bnstudy.measures.smoothness import hessian
+from bnstudy.measures.smoothness.options import BN_STATISTICS, SPACINGS, Options  # noqa: F401
 from bnstudy.train import checkpoints
 from bnstudy.train.loop import TrainConfig, loss_fn
-
-SPACINGS = ("log", "linear")
-BN_STATISTICS = ("batch", "running")
-
-
-def _range(value, what: str) -> tuple[float, float]:
-    try:
-        lo, hi = (float(v) for v in value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be a pair [min, max] of numbers, got {value!r}") from None
-    if not (0 < lo <= hi and math.isfinite(hi)):
-        raise ValueError(f"{what} must satisfy 0 < min <= max < inf, got {value!r}")
-    return lo, hi
-
-
-@dataclass(frozen=True)
-class Options:
-    multipliers: tuple = (0.5, 4.0)
-    multipliers_by_arch: dict = field(default_factory=lambda: {"dln": (0.01, 30.0)})
-    n_probes: int = 8
-    spacing: str = "log"
-    bn_statistics: str = "batch"
-    hessian: bool = False
-    hessian_iters: int = 50
-    hessian_tol: float = 1e-2
-    hessian_max_params: int = 200_000
-    seed: int = 0
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> Options:
-        d = checked_options(cls, d, "smoothness")
-        if "multipliers" in d:
-            d["multipliers"] = _range(d["multipliers"], "smoothness multipliers")
-        if "multipliers_by_arch" in d:
-            by = d["multipliers_by_arch"] or {}
-            bad = sorted(set(by) - set(ARCHS))
-            if bad:
-                raise ValueError(f"multipliers_by_arch: unknown arch(s) {bad}; "
-                                 f"valid choices: {', '.join(ARCHS)}")
-            d["multipliers_by_arch"] = {
-                a: _range(r, f"multipliers_by_arch[{a}]") for a, r in by.items()}
-        o = cls(**d)
-        if o.spacing not in SPACINGS:
-            raise ValueError(f"unknown spacing {o.spacing!r}; valid choices: {', '.join(SPACINGS)}")
-        if o.bn_statistics not in BN_STATISTICS:
-            raise ValueError(f"unknown bn_statistics {o.bn_statistics!r}; "
-                             f"valid choices: {', '.join(BN_STATISTICS)}")
-        for name in ("n_probes", "hessian_iters"):
-            v = getattr(o, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {getattr(o, name)!r}")
-        if (isinstance(o.hessian_max_params, bool) or not isinstance(o.hessian_max_params, int)
-                or o.hessian_max_params < 0):
-            raise ValueError(f"hessian_max_params must be an integer >= 0, "
-                             f"got {o.hessian_max_params!r}")
-        if not (isinstance(o.hessian_tol, (int, float)) and o.hessian_tol >= 0):
-            raise ValueError(f"hessian_tol must be a number >= 0, got {o.hessian_tol!r}")
-        if not isinstance(o.hessian, bool):
-            raise ValueError(f"hessian must be true or false, got {o.hessian!r}")
-        return o
-
-    def multiplier_values(self, arch: str | None = None) -> np.ndarray:
-        """The probe multipliers ``m`` for a model arch (per-arch range, else the default)."""
-        lo, hi = self.multipliers_by_arch.get(arch, self.multipliers)
-        space = np.geomspace if self.spacing == "log" else np.linspace
-        return space(lo, hi, self.n_probes)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass
@@ -256,7 +187,7 @@ def measure(model: nn.Module, x: torch.Tensor, y: torch.Tensor, task: str, step_
     model the caller discards or reloads afterwards; its weights end where they started, but its
     mode, BN buffers and parameter version counters change.
     """
-    opts = options if isinstance(options, Options) else Options.from_dict(options)
+    opts = options if isinstance(options, Options) else Options.parse(options)
     lf = loss_fn(task)
     twin = model if owned else copy.deepcopy(model)
     twin.train(opts.bn_statistics == "batch")
@@ -277,7 +208,7 @@ def measure(model: nn.Module, x: torch.Tensor, y: torch.Tensor, task: str, step_
 def run(run: dict, ds, options: dict, device: torch.device) -> dict[str, list[dict]]:
     """The measure over every checkpoint of a run: tables ``smoothness`` and
     ``smoothness_probes``."""
-    opts = Options.from_dict(options)
+    opts = Options.parse(options)
     spec = run["spec"]
     lr = TrainConfig.from_dict(spec["training"]).lr
     arch = spec["model_config"]["arch"]

@@ -45,7 +45,8 @@ checkpoint (or only the last, ``checkpoints: last``) with:
   optimization (``gen_error - erm``).
 
 Options: ``bn_statistics`` (``running`` | ``recomputed``: BN statistics of the whole training
-set at the checkpoint's weights, as in :mod:`bnstudy.measures.generalization`), ``convention``
+set at the checkpoint's weights, as in :mod:`bnstudy.measures.generalization.compute`),
+``convention``
 (``paper`` | ``loss``: how a BN arm's zeta maps to the ridge, see :mod:`bnstudy.theory.luo`;
 the explicit gamma-decay arm always uses its objective's ``loss``),
 ``zeta_exact`` (false: the paper's constants; true: the chi-distribution mean field),
@@ -63,7 +64,8 @@ from scipy.stats import norm as gauss
 from torch import nn
 
 from bnstudy import data
-from bnstudy.measures.generalization import recompute_bn_statistics
+from bnstudy.measures.generalization.compute import recompute_bn_statistics
+from bnstudy.measures.teacher_student.options import Options
 from bnstudy.networks import models, normalizers
 from bnstudy.theory import luo as luo_theory
 from bnstudy.theory import luo_erm
@@ -72,28 +74,12 @@ from bnstudy.train.loop import evaluate
 
 log = logging.getLogger(__name__)
 
-DEFAULTS = {"bn_statistics": "running", "convention": "paper", "zeta_exact": False,
-            "checkpoints": "all", "erm": True}
-CHOICES = {"bn_statistics": ("running", "recomputed"), "convention": luo_theory.CONVENTIONS,
-           "zeta_exact": (False, True), "checkpoints": ("all", "last"), "erm": (False, True)}
 VANILLA = ("none", "zero_bias", "random_bias", "weightnorm", "bn_init")
 # BN family: (subtract_mean, divide_std) of the normalized pre-activation.
 BN_FAMILY = {"batchnorm": (True, True), "batchnorm_fixed_affine": (True, True),
              "ghost_batchnorm": (True, True), "weightnorm_varonly_bn": (False, True),
              "weightnorm_meanonly_bn": (True, False)}
 DECAY = ("weightnorm_gamma_decay", "population_norm")
-
-
-def check_options(options: dict | None) -> dict:
-    o = {**DEFAULTS, **(options or {})}
-    unknown = sorted(set(o) - set(DEFAULTS))
-    if unknown:
-        raise ValueError(f"unknown teacher_student option(s) {unknown}; valid: {sorted(DEFAULTS)}")
-    for key, valid in CHOICES.items():
-        if o[key] not in valid or isinstance(o[key], bool) != isinstance(valid[0], bool):
-            raise ValueError(f"bad teacher_student option {key}={o[key]!r}; valid choices: "
-                             f"{', '.join(map(str, valid))}")
-    return o
 
 
 def teacher(ds) -> np.ndarray | None:
@@ -180,9 +166,11 @@ def exact_error(w: np.ndarray, u: np.ndarray, b: float, a: float, c: float, act:
     return float(1 + a * a * r2 + c * c - 2 * a * cov * p + 2 * a * c * r1)
 
 
-def zeta_of(run_spec: dict, block, act: str | None, o: dict, p: int):
+def zeta_of(run_spec: dict, block, act: str | None, exact: bool, p: int,
+            main_text: bool = False):
     """(kind, zeta): kind 'sgd' | 'bn' | 'decay' | None; zeta NaN where the paper has none.
-    ``o["main_text"]``: a BN arm's zeta without ``mu_B``'s share (Luo §4's ``1/(2M)``)."""
+    ``exact``: the exact finite-batch zeta; ``main_text``: a BN arm's zeta without ``mu_B``'s share
+    (Luo §4's ``1/(2M)``)."""
     norm = run_spec["norm"]
     if norm in VANILLA:
         return "sgd", 0.0
@@ -197,18 +185,18 @@ def zeta_of(run_spec: dict, block, act: str | None, o: dict, p: int):
         opts = (mc.get("norm_options") or {}).get(norm)
         m = min(m, int(normalizers.get(norm, opts).options["ghost_batch_size"]))
     sub, div = BN_FAMILY[norm]
-    if o.get("main_text"):  # Luo §4's BN student: sigma_B only, zeta = 1/(2M)
+    if main_text:  # Luo §4's BN student: sigma_B only, zeta = 1/(2M)
         sub = False
     try:
         return "bn", luo_theory.zeta_bn(m, act, subtract_mean=sub, divide_std=div,
-                                        exact=o["zeta_exact"])
+                                        exact=exact)
     except ValueError:
         return "bn", float("nan")
 
 
-def run(run: dict, ds, options: dict, device: torch.device) -> list[dict]:
+def run(run: dict, ds, options: Options, device: torch.device) -> list[dict]:
     """The ``teacher_student`` table's rows for one run (none off teacher-student data)."""
-    o = check_options(options)
+    o = Options.parse(options)
     w = teacher(ds)
     if w is None:
         log.info("teacher_student: dataset kind %r is not teacher_student; no rows",
@@ -222,17 +210,17 @@ def run(run: dict, ds, options: dict, device: torch.device) -> list[dict]:
             "data_seed": int(ds.meta["options"].get("seed", 0)),
             "batch_size": p if bsz in (None, "full", 0) else min(int(bsz), p),
             "lr": float(spec["training"]["lr"]), "diverged": bool(run["diverged"]),
-            "bn_statistics": o["bn_statistics"]}
+            "bn_statistics": o.bn_statistics}
     xtr = torch.as_tensor(ds.x_train, device=device)
     ytr = torch.as_tensor(ds.y_train, device=device)
     xte = torch.as_tensor(ds.x_test, device=device)
     yte = torch.as_tensor(ds.y_test, device=device)
     idx = range(len(run["checkpoints"]))
     rows, basis = [], None
-    for i in (idx if o["checkpoints"] == "all" else [idx[-1]]):
+    for i in (idx if o.checkpoints == "all" else [idx[-1]]):
         restored = checkpoints.restore(run, i, ds, device)
         net = (recompute_bn_statistics(restored.model, xtr)
-               if o["bn_statistics"] == "recomputed" else copy.deepcopy(restored.model))
+               if o.bn_statistics == "recomputed" else copy.deepcopy(restored.model))
         net.eval()
         row = {"step": restored.step, **base,
                "epochs": restored.step * base["batch_size"] / p,
@@ -241,7 +229,7 @@ def run(run: dict, ds, options: dict, device: torch.device) -> list[dict]:
         row.update(_student_columns(spec, net, w, xte, o, alpha, noise, p))
         lam = row.pop("_lam")
         erm = {"erm_sgd": np.nan, "erm_theory": np.nan, "erm_shrinkage": np.nan}
-        if o["erm"] and row["activation"] == "linear":
+        if o.erm and row["activation"] == "linear":
             if basis is None:
                 basis = luo_erm.basis(ds, w, device)
             erm = luo_erm.errors(basis, lam, row["zeta"])
@@ -253,7 +241,7 @@ def _student_columns(spec, net, w, xte, o, alpha, noise, p) -> dict:
     nan = float("nan")
     out = {"activation": None, "gen_error": nan, "gamma2": nan, "R": nan, "norm_gamma2": nan,
            "head_weight": nan, "zeta": nan, "theory": nan, "theory_sgd": nan,
-           "theory_shrinkage": nan, "rel_error": nan, "convention": o["convention"],
+           "theory_shrinkage": nan, "rel_error": nan, "convention": o.convention,
            "zeta_main": nan, "theory_main": nan, "rel_error_main": nan, "_lam": nan}
     block = single_unit(net)
     if block is None:
@@ -276,9 +264,9 @@ def _student_columns(spec, net, w, xte, o, alpha, noise, p) -> dict:
     if act is None:
         return out
     out["theory_sgd"] = float(luo_theory.eps_sgd(alpha, noise, act))
-    kind, zeta = zeta_of(spec, block, act, o, p)
+    kind, zeta = zeta_of(spec, block, act, o.zeta_exact, p)
     out["zeta"] = zeta
-    conv = "loss" if spec["norm"] == "weightnorm_gamma_decay" else o["convention"]
+    conv = "loss" if spec["norm"] == "weightnorm_gamma_decay" else o.convention
     out["convention"] = conv
     if kind == "sgd":
         out["theory"], out["_lam"] = out["theory_sgd"], 0.0
@@ -288,7 +276,7 @@ def _student_columns(spec, net, w, xte, o, alpha, noise, p) -> dict:
         if kind == "bn" or spec["norm"] == "population_norm":
             out["theory_shrinkage"] = float(luo_theory.eps_shrinkage_linear(alpha, noise, zeta))
         if kind == "bn" and BN_FAMILY[spec["norm"]][1]:
-            zm = zeta_of(spec, block, act, {**o, "main_text": True}, p)[1]
+            zm = zeta_of(spec, block, act, o.zeta_exact, p, main_text=True)[1]
             out["zeta_main"] = zm
             out["theory_main"] = float(luo_theory.eps_wn_linear(alpha, noise, zm, conv))
     for suffix in ("", "_main"):

@@ -1,0 +1,21 @@
+"""Options of the ``teacher_student`` measure (torch-free; checked by
+:meth:`bnstudy.options.Options.parse`). What each option means: :mod:`.compute`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from bnstudy import options
+from bnstudy.theory.luo import CONVENTIONS
+
+
+@dataclass(frozen=True)
+class Options(options.Options):
+    SECTION: ClassVar[str] = "teacher_student"
+
+    bn_statistics: str = options.choice("running", ("running", "recomputed"))
+    convention: str = options.choice("paper", CONVENTIONS)
+    zeta_exact: bool = False
+    checkpoints: str = options.choice("all", ("all", "last"))
+    erm: bool = True

@@ -1,0 +1,229 @@
+"""The workflow's plan of a checked, flat study config: which jobs exist and what each is given.
+
+``workflow/rules/common.smk`` builds one :class:`Plan` when the Snakefile is read and its
+``get_*`` helpers only look things up here, so everything the rules compute is plain Python,
+unit-tested without Snakemake (``tests/test_plan.py``). Importing this module does not import
+torch or matplotlib (the measure, analysis and figure registries are torch-free contracts).
+
+Jobs (see the README's job table):
+
+- ``prepare_data``: one per dataset an experiment uses;
+- ``train``: one per run (experiment x normalizer x seed);
+- each measure: one job per experiment that runs it, over all of the experiment's runs (the work
+  per run is seconds, the start-up of a torch process is too); it writes one file per table
+  under ``runs/<experiment>/``;
+- ``aggregate``: one per table, the study-wide table with each experiment's sweep axes as
+  columns;
+- each figure family: one job drawing all of its figures;
+- ``analysis`` per configured analysis, ``claims``, ``report``.
+
+What a job's ``code`` param hashes: its entry modules and, transitively, every package module
+they import (:mod:`bnstudy.codeversion`), so a change reruns exactly the jobs that run it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import cached_property
+
+from bnstudy import analyses, measures, plots, tables
+from bnstudy.codeversion import code_version
+
+# The package modules each fixed stage's command imports (entries of its code hash).
+STAGE_CODE = {
+    "data": ("data/__init__.py", "data/files.py", "io.py"),
+    "train": ("train/loop.py", "networks/models.py", "networks/normalizers.py",
+              "train/checkpoints.py", "io.py"),
+    "tables": ("tables.py", "io.py"),
+    "plots": ("plots/__init__.py", "io.py"),
+    "report": ("report/build.py", "tables.py", "io.py", "plots/__init__.py"),
+    "analyses": ("analyses/__init__.py", "io.py"),
+    "claims": ("claims/ledger.py", "io.py"),
+}
+HISTORY = "training"  # the table of training histories (per-run files history.parquet)
+
+
+def _json(value) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+@dataclass
+class Plan:
+    """The jobs of one study: ``config`` is the flat config :func:`bnstudy.study.check`
+    returned, ``results`` its results directory (normalised: one spelling per path)."""
+
+    config: dict
+
+    def __post_init__(self):
+        self.results = os.path.normpath(self.config["results"])
+        self.experiments = self.config["experiments"]
+        self.axes = self.config.get("sweep_axes", {})
+        plots.load_all()
+
+    # -- paths -----------------------------------------------------------------------------
+    def res(self, *parts) -> str:
+        return os.path.join(self.results, *parts)
+
+    def log(self, rule: str, *parts) -> str:
+        return self.res("logs", rule, *parts)
+
+    def run_file(self, experiment, norm, seed, name: str) -> str:
+        return tables.run_file(self.results, experiment, norm, seed, name)
+
+    def experiment_file(self, experiment, name: str) -> str:
+        return tables.experiment_file(self.results, experiment, name)
+
+    # -- runs and measures -------------------------------------------------------------------
+    @cached_property
+    def runs(self) -> list[tuple[str, str, int]]:
+        return [(e, n, s) for e, x in self.experiments.items() for n in x["norms"]
+                for s in x["seeds"]]
+
+    def dataset_kind(self, experiment: str) -> str:
+        return self.config["datasets"][self.experiments[experiment]["dataset"]]["kind"]
+
+    def experiment_measures(self, experiment: str) -> list[str]:
+        """Measures run on an experiment: those with a config section that apply to its data
+        kind, restricted to the experiment's ``measures`` list when it has one."""
+        kind, chosen = self.dataset_kind(experiment), self.experiments[experiment].get("measures")
+        on = [m for m, spec in measures.REGISTRY.items()
+              if m in self.config and spec.applies_to(kind)]
+        return on if chosen is None else [m for m in on if m in chosen]
+
+    @cached_property
+    def measures(self) -> list[str]:
+        return sorted({m for e in self.experiments for m in self.experiment_measures(e)})
+
+    def measure_experiments(self, measure: str) -> list[str]:
+        return [e for e in self.experiments if measure in self.experiment_measures(e)]
+
+    @cached_property
+    def table_measure(self) -> dict[str, str]:
+        return {t: m for m in self.measures for t in measures.REGISTRY[m].tables}
+
+    @cached_property
+    def tables(self) -> list[str]:
+        return [HISTORY, *self.table_measure]
+
+    @cached_property
+    def analyses(self) -> list[str]:
+        return sorted(self.config.get("analyses", {}))
+
+    # -- per-job values ----------------------------------------------------------------------
+    def grid(self, experiments) -> dict:
+        """``{experiment: {"norms", "seeds"[, "axes"]}}``: the runs (and sweep axes) of the
+        given experiments, as the aggregate and measure commands take them."""
+        out = {}
+        for e in experiments:
+            x = self.experiments[e]
+            out[e] = {"norms": list(x["norms"]), "seeds": list(x["seeds"])}
+            if e in self.axes:
+                out[e]["axes"] = self.axes[e]
+        return out
+
+    def run_spec(self, experiment: str, norm: str, seed) -> str:
+        """Everything that determines a training run, and nothing else (JSON)."""
+        e = self.experiments[experiment]
+        model = dict(self.config["models"][e["model"]])
+        opts = model.pop("norm_options", {}).get(norm)  # only this run's normalizer's options
+        if opts:
+            model["norm_options"] = {norm: opts}
+        return _json({"experiment": experiment, "dataset": e["dataset"], "model": e["model"],
+                      "model_config": model, "norm": norm, "seed": int(seed),
+                      "training": self.config["trainings"][e["training"]]})
+
+    def dataset_file(self, experiment: str) -> str:
+        return self.res("data", f"{self.experiments[experiment]['dataset']}.npz")
+
+    def checkpoints(self, experiment: str) -> list[str]:
+        return tables.grid_files(self.results, self.grid([experiment]), "checkpoints.pt")
+
+    def measure_outputs(self, measure: str) -> dict[str, str]:
+        """A measure job's outputs, ``{table: pattern over {experiment}}``."""
+        return {t: self.experiment_file("{experiment}", f"{t}.parquet")
+                for t in measures.REGISTRY[measure].tables}
+
+    def measure_options(self, measure: str) -> str:
+        return _json(self.config.get(measure, {}))
+
+    def table_inputs(self, table: str) -> list[str]:
+        if table == HISTORY:
+            return tables.grid_files(self.results, self.grid(self.experiments), "history.parquet")
+        return [self.experiment_file(e, f"{table}.parquet")
+                for e in self.measure_experiments(self.table_measure[table])]
+
+    def table_grid(self, table: str) -> str:
+        es = (self.experiments if table == HISTORY
+              else self.measure_experiments(self.table_measure[table]))
+        return _json(self.grid(es))
+
+    def table_level(self, table: str) -> str:
+        """Where a table's parts live: ``run`` (per-run files) or ``experiment``."""
+        return "run" if table == HISTORY else "experiment"
+
+    def table_file(self, table: str) -> str:
+        return "history.parquet" if table == HISTORY else f"{table}.parquet"
+
+    def all_tables(self) -> list[str]:
+        return [self.res("tables", f"{t}.parquet") for t in [*self.tables, *self.analyses]]
+
+    # -- figures -----------------------------------------------------------------------------
+    @cached_property
+    def figures(self) -> dict:
+        """The figure families this study draws: those whose tables it makes and that have at
+        least one figure to draw."""
+        have = set(self.tables) | set(self.analyses)
+        return {n: f for n, f in plots.FAMILIES.items()
+                if set(f.tables) <= have and self._outputs(f)}
+
+    def _applies(self, family, experiment: str) -> bool:
+        measured = {self.table_measure.get(t) for t in family.tables} - {None}
+        if not measured <= set(self.experiment_measures(experiment)):
+            return False
+        kind = self.dataset_kind(experiment)
+        if family.in_experiment is not None and not family.in_experiment(self.config,
+                                                                          experiment):
+            return False  # the options leave the rows this figure draws empty
+        return (family.datasets is None or kind in family.datasets) and (
+            kind not in family.skip_datasets)
+
+    def figure_outputs(self, name: str) -> dict[str, str]:
+        """``{experiment or "study": png}`` of one family."""
+        return self._outputs(self.figures[name])
+
+    def _outputs(self, f) -> dict[str, str]:
+        name = f.name
+        if f.scope == "study":
+            ok = f.in_study is None or f.in_study(self.config)
+            return {"study": self.res("figures", "study", f"{name}.png")} if ok else {}
+        return {e: self.res("figures", e, f"{name}.png") for e in self.experiments
+                if self._applies(f, e)}
+
+    def figure_tables(self, name: str) -> list[str]:
+        return [self.res("tables", f"{t}.parquet") for t in self.figures[name].tables]
+
+    def all_figures(self) -> list[str]:
+        return [p for n in self.figures for p in self.figure_outputs(n).values()]
+
+    # -- code versions -----------------------------------------------------------------------
+    def code(self, stage: str, extra=()) -> str:
+        return code_version([*STAGE_CODE.get(stage, ()), *extra])
+
+    def measure_code(self, measure: str) -> str:
+        return code_version([measures.REGISTRY[measure].source])
+
+    def analysis_code(self, analysis: str) -> str:
+        return self.code("analyses", [analyses.REGISTRY[analysis].source])
+
+    def figure_code(self, name: str) -> str:
+        return self.code("plots", [f"plots/{self.figures[name].module}.py"])
+
+    def report_code(self) -> str:
+        # every plot module: figure families and the report sections they register
+        return self.code("report", sorted(f"plots/{m}.py" for m in plots.MODULES))
+
+    def final_outputs(self) -> list[str]:
+        return [self.res("report.html"), self.res("tables", "claims.parquet"),
+                *self.all_tables(), *self.all_figures()]

@@ -1,0 +1,34 @@
+# One rule per registered measure that the study runs (bnstudy.measures: adding a measure adds
+# its rule here, with no edit), named like the measure, so `--forcerun smoothness` works. A job
+# measures every run of one experiment: its params are the measure's config section and the
+# hash of its code, so a change to either reruns exactly this measure's jobs.
+
+for _measure in PLAN.measures:
+
+    rule:
+        name:
+            _measure
+        input:
+            data=get_run_dataset,
+            checkpoints=get_experiment_checkpoints,
+        output:
+            **get_measure_outputs(_measure),
+        params:
+            results=get_results,
+            grid=get_experiment_grid,
+            options=PLAN.measure_options(_measure),
+            device=config["device"],
+            code=PLAN.measure_code(_measure),
+        wildcard_constraints:
+            experiment=get_measure_experiments(_measure),
+        threads: config["threads"]
+        log:
+            log_file(_measure, "{experiment}.log"),
+        conda:
+            "../../environment.yml"
+        shell:
+            "python -m bnstudy measure " + _measure + " --results {params.results:q}"
+            " --experiment {wildcards.experiment:q} --grid {params.grid:q}"
+            " --data {input.data:q} --options {params.options:q}"
+            " --device {params.device:q} --threads {threads}"
+            " --out " + get_measure_out_args(_measure) + " > {log:q} 2>&1"
