@@ -4,7 +4,7 @@ import pytest
 from workflow_utils import copy_workflow, snakemake, tiny_config, write_config
 
 from bnstudy import plots
-from bnstudy.measures.partition import measure as pdm
+from bnstudy.measures.partition import compute as pdm
 from bnstudy.plots import partition_density as pdplots
 
 

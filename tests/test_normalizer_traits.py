@@ -19,8 +19,10 @@ import pytest
 import torch
 from conftest import make_spec
 
-from bnstudy.measures import generalization, ics, smoothness
+from bnstudy.measures.generalization import compute as generalization
+from bnstudy.measures.ics import compute as ics
 from bnstudy.measures.partition import frozen_bn as partition_bn
+from bnstudy.measures.smoothness import compute as smoothness
 from bnstudy.networks import models, normalizers
 from bnstudy.networks.norms import layers as nl
 from bnstudy.networks.norms import noisy as nln

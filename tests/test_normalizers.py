@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from bnstudy.measures import generalization
+from bnstudy.measures.generalization import compute as generalization
 from bnstudy.networks import models, normalizers
 from bnstudy.networks.norms import layers as nl
 

@@ -11,7 +11,7 @@ import torch
 from conftest import make_spec
 
 from bnstudy import data, measures
-from bnstudy.measures import teacher_student as ts
+from bnstudy.measures.teacher_student import compute as ts
 from bnstudy.networks import models
 from bnstudy.theory import luo as luo_theory
 from bnstudy.train import loop as training
