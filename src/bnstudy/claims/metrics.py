@@ -27,6 +27,8 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from bnstudy import columns
+
 KEYS = ["experiment", "dataset", "model", "norm", "seed"]
 ICS_FLOOR = 1e-4
 BLOWUP_FACTOR = 10.0
@@ -38,7 +40,8 @@ def per_run(df: pd.DataFrame, col: str, log: bool = False) -> pd.Series:
 
 
 def ics(df: pd.DataFrame) -> pd.Series:
-    d = df[df["layer"] != 1].copy() if "layer" in df else df.copy()
+    d = columns.normalize("ics", df)  # position: layer_index (layer is the label, a string)
+    d = d[d["layer_index"] != 1].copy() if "layer_index" in d else d
     d["ics"] = 1.0 - d["grad_cosine"]
     return np.log(per_run(d, "ics").clip(lower=0.0) + ICS_FLOOR)
 
