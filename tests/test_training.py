@@ -1,4 +1,6 @@
+import logging
 import math
+import re
 
 import pytest
 import torch
@@ -97,3 +99,47 @@ def test_batch_sampler_is_epoch_wise_without_replacement():
     s = training.BatchSampler(10, 3, seed=0)
     first_epoch = torch.cat([s.next() for _ in range(3)])
     assert len(set(first_epoch.tolist())) == 9
+
+
+PROGRESS = re.compile(
+    r"^train t/(?P<norm>\w+)/seed(?P<seed>\d+): step (?P<step>\d+)/(?P<total>\d+) \(\d+%\), "
+    r"train loss (?P<train>\S+), test loss (?P<test>\S+)(?:, test acc (?P<acc>\S+))?, "
+    r"elapsed (?P<elapsed>[\d.]+)s, ETA (?P<eta>[\d.]+s|n/a)$")
+
+
+def _progress(caplog):
+    return [PROGRESS.match(r.getMessage()) for r in caplog.records
+            if r.name == "bnstudy" and r.levelno == logging.INFO and "step " in r.getMessage()]
+
+
+def test_progress_line_per_evaluation_step(star, caplog):
+    """One INFO line per evaluation step (steps 0, 5, 10, 15, 20 of 20) with the history's
+    numbers, the elapsed time and an ETA; logging changes no number the training computes."""
+    caplog.set_level(logging.INFO, logger="bnstudy")
+    logged = training.train(make_spec(seed=2), star, "cpu")
+    lines = _progress(caplog)
+    assert len(lines) == 5 and all(lines), [r.getMessage() for r in caplog.records]
+    hist = {(h["step"], h["split"]): h for h in logged["history"]}
+    for m, step in zip(lines, (0, 5, 10, 15, 20), strict=True):
+        assert (int(m["step"]), int(m["total"]), m["norm"], m["seed"]) == (step, 20,
+                                                                            "batchnorm", "2")
+        assert float(m["train"]) == pytest.approx(hist[(step, "train")]["loss"], rel=1e-3)
+        assert float(m["test"]) == pytest.approx(hist[(step, "test")]["loss"], rel=1e-3)
+        assert float(m["acc"]) == pytest.approx(hist[(step, "test")]["accuracy"], abs=1e-4)
+        assert float(m["elapsed"]) == pytest.approx(hist[(step, "test")]["wall_time"], abs=0.06)
+        assert (m["eta"] == "n/a") == (step == 0)
+    assert lines[-1]["eta"] == "0.0s"
+    caplog.set_level(logging.WARNING, logger="bnstudy")
+    quiet = training.train(make_spec(seed=2), star, "cpu")
+    assert [h["loss"] for h in quiet["history"]] == [h["loss"] for h in logged["history"]]
+    assert torch.equal(_flat(quiet["checkpoints"][-1]["model"]),
+                       _flat(logged["checkpoints"][-1]["model"]))
+
+
+def test_progress_line_of_a_regression_run_has_no_accuracy(linear_ds, caplog):
+    caplog.set_level(logging.INFO, logger="bnstudy")
+    spec = make_spec(norm="none", model={"arch": "dln", "depth": 3, "init": "xavier"},
+                     training={"lr": 0.01, "batch_size": "full", "steps": 4, "eval_every": 2})
+    training.train(spec, linear_ds, "cpu")
+    lines = _progress(caplog)
+    assert [int(m["step"]) for m in lines] == [0, 2, 4] and all(m["acc"] is None for m in lines)

@@ -10,6 +10,9 @@ Checkpoint semantics (what later measures rely on): the checkpoint at step ``t``
 A run whose mini-batch loss becomes NaN/inf stops at that step and is recorded as diverged: the
 history and checkpoints up to that point are kept, and ``diverged`` is set.
 
+Progress: at every evaluation step one INFO line on the ``bnstudy`` logger gives step/total, the
+losses, the test accuracy, elapsed seconds and an ETA (:mod:`bnstudy.train.progress`).
+
 Normalizer hooks: a normalizer with an ``on_init`` hook (bn_init's whole-training-set BN fold,
 weightnorm_gamma_decay's zeta) gets it once after the model is built, before the step-0
 checkpoint; one with ``before_update`` (population_norm's statistics) gets it at the start of
@@ -38,6 +41,7 @@ from torch import nn
 from bnstudy.data import Dataset
 from bnstudy.io import CorruptFile, load_pt, save_pt, stable_hash
 from bnstudy.networks import models, normalizers
+from bnstudy.train import progress
 
 RESUME_KIND = "resume state"
 
@@ -230,6 +234,7 @@ def train(spec: dict, ds: Dataset, device: str = "auto", resume_path=None) -> di
                 state["history"].append({"step": step, "split": split, "loss": loss,
                                          "accuracy": acc, "lr": cfg.lr,
                                          "wall_time": time.perf_counter() - t0})
+            progress.report(spec, step, cfg.steps, state["history"], ds.task)
         if step in ckpt_steps:
             state["checkpoints"].append(_snapshot(model, opt, batch, step))
             if resume_path is not None and step < cfg.steps:
