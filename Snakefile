@@ -17,17 +17,19 @@ min_version("9.0")
 # replaces Snakemake's own reading and is checked completely (bnstudy.study): a bad config ends
 # the run before any job, with one short message. A CUDA device is checked here only when jobs
 # run on this machine.
-_flat = study.or_exit(study.load, workflow.overwrite_configfiles or ["config/config.yaml"],
-                      workflow.config_settings.config)
-if not workflow.overwrite_configfiles:
-
-    configfile: "config/config.yaml"
-
-
+_flat = study.or_exit(
+    study.load,
+    workflow.overwrite_configfiles or ["config/config.yaml"],
+    workflow.config_settings.config,
+)
 config.clear()
 config.update(_flat)
-study.or_exit(study.check, config, local=workflow.local_exec,
-              schema=Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
+study.or_exit(
+    study.check,
+    config,
+    local=workflow.local_exec,
+    schema=Path(workflow.basedir) / "workflow/schemas/config.schema.yaml",
+)
 
 
 include: "workflow/rules/common.smk"
@@ -42,6 +44,6 @@ include: "workflow/rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         get_final_outputs(),
-    default_target: True

@@ -92,6 +92,8 @@ def cmd_train(a) -> None:
 
 
 def cmd_measure(a) -> None:
+    from pathlib import Path
+
     import pandas as pd
 
     from bnstudy import data, io, measures, tables
@@ -99,10 +101,10 @@ def cmd_measure(a) -> None:
     from bnstudy.train import loop as training
 
     measure = measures.get(a.name)
-    outs = dict(o.split("=", 1) for o in a.out)
-    if sorted(outs) != sorted(measure.tables):
-        raise ValueError(f"measure {a.name!r} writes tables {list(measure.tables)}; "
-                         f"--out gave {sorted(outs)}")
+    outs = {Path(o).stem: o for o in a.out}  # <table>.parquet
+    if sorted(outs) != sorted(measure.tables) or len(outs) != len(a.out):
+        raise ValueError(f"measure {a.name!r} writes tables {list(measure.tables)}, one file "
+                         f"<table>.parquet each; --out gave {a.out}")
     if sorted(a.grid) != [a.experiment]:
         raise ValueError(f"--grid must hold exactly the experiment {a.experiment!r}, "
                          f"got {sorted(a.grid)}")
@@ -256,8 +258,8 @@ def parser() -> argparse.ArgumentParser:
                    help="the measure's config section as JSON (checked against its options)")
     s.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     s.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    s.add_argument("--out", nargs="+", required=True, metavar="TABLE=PATH",
-                   help="where each of the measure's tables goes")
+    s.add_argument("--out", nargs="+", required=True, metavar="PATH",
+                   help="one file per table the measure writes, named <table>.parquet")
     s.set_defaults(func=cmd_measure)
 
     s = sub.add_parser("analysis", help="run a registered study-level analysis into a table")

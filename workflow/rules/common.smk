@@ -5,7 +5,6 @@
 
 import json
 
-from bnstudy import measures as _measures
 from bnstudy.plan import Plan
 
 PLAN = Plan(config)
@@ -70,11 +69,6 @@ def get_experiment_grid(wildcards):
 
 def get_measure_outputs(measure):
     return PLAN.measure_outputs(measure)
-
-
-def get_measure_out_args(measure):
-    """The ``TABLE={output.TABLE:q}`` arguments of a measure's command (Snakemake fills them)."""
-    return " ".join(f"{t}={{output.{t}:q}}" for t in _measures.REGISTRY[measure].tables)
 
 
 def get_measure_experiments(measure):

@@ -13,22 +13,23 @@ for _measure in PLAN.measures:
             checkpoints=get_experiment_checkpoints,
         output:
             **get_measure_outputs(_measure),
+        log:
+            log_file(_measure, "{experiment}.log"),
+        wildcard_constraints:
+            experiment=get_measure_experiments(_measure),
+        conda:
+            "../../environment.yml"
+        threads: config["threads"]
         params:
+            measure=_measure,
             results=get_results,
             grid=get_experiment_grid,
             options=PLAN.measure_options(_measure),
             device=config["device"],
             code=PLAN.measure_code(_measure),
-        wildcard_constraints:
-            experiment=get_measure_experiments(_measure),
-        threads: config["threads"]
-        log:
-            log_file(_measure, "{experiment}.log"),
-        conda:
-            "../../environment.yml"
         shell:
-            "python -m bnstudy measure " + _measure + " --results {params.results:q}"
+            "python -m bnstudy measure {params.measure:q} --results {params.results:q}"
             " --experiment {wildcards.experiment:q} --grid {params.grid:q}"
             " --data {input.data:q} --options {params.options:q}"
             " --device {params.device:q} --threads {threads}"
-            " --out " + get_measure_out_args(_measure) + " > {log:q} 2>&1"
+            " --out {output:q} > {log:q} 2>&1"

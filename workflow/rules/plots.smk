@@ -11,16 +11,17 @@ for _family in PLAN.figures:
             PLAN.figure_tables(_family),
         output:
             PLAN.figure_outputs(_family).values(),
+        log:
+            log_file("plot", f"{_family}.log"),
+        group:
+            "figures"
+        conda:
+            "../../environment.yml"
         params:
+            family=_family,
             options=json.dumps(config["plots"], sort_keys=True),
             outs=get_figure_outs(_family),
             code=PLAN.figure_code(_family),
-        group:
-            "figures"
-        log:
-            log_file("plot", f"{_family}.log"),
-        conda:
-            "../../environment.yml"
         shell:
-            "python -m bnstudy plot " + _family + " --table {input:q}"
+            "python -m bnstudy plot {params.family:q} --table {input:q}"
             " --options {params.options:q} --out {params.outs:q} > {log:q} 2>&1"

@@ -6,18 +6,18 @@ rule aggregate:
         get_table_inputs,
     output:
         res("tables", "{table}.parquet"),
+    log:
+        log_file("aggregate", "{table}.log"),
+    group:
+        "tables"
+    conda:
+        "../../environment.yml"
     params:
         results=get_results,
         name=get_table_file,
         grid=get_table_grid,
         level=get_table_level,
         code=get_table_code,
-    group:
-        "tables"
-    log:
-        log_file("aggregate", "{table}.log"),
-    conda:
-        "../../environment.yml"
     shell:
         "python -m bnstudy aggregate --results {params.results:q} --name {params.name:q}"
         " --grid {params.grid:q} --level {params.level:q} --out {output:q} > {log:q} 2>&1"

@@ -4,18 +4,18 @@ rule train:
     output:
         checkpoints=run_out("checkpoints.pt"),
         history=run_out("history.parquet"),
+    log:
+        log_file("train", "{experiment}", "{norm}", "seed{seed}.log"),
+    conda:
+        "../../environment.yml"
+    threads: config["threads"]
+    resources:
+        gpu=config["gpus_per_train_job"],
     params:
         spec=get_run_spec,
         device=config["device"],
         resume=run_out("resume.pt"),
         code=PLAN.code("train"),
-    threads: config["threads"]
-    resources:
-        gpu=config["gpus_per_train_job"],
-    log:
-        log_file("train", "{experiment}", "{norm}", "seed{seed}.log"),
-    conda:
-        "../../environment.yml"
     shell:
         "python -m bnstudy train --data {input.data:q} --spec {params.spec:q}"
         " --device {params.device:q} --threads {threads} --resume {params.resume:q}"
