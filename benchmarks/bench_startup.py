@@ -1,0 +1,118 @@
+"""Start-up cost of the workflow's jobs: how many jobs a study has, what each kind pays before it
+does any work (interpreter, libraries, the package), and that cost's share of the study's CPU.
+
+    python benchmarks/bench_startup.py                       # the default study, dry run only
+    python benchmarks/bench_startup.py --configfile config/studies/luo.yaml
+    python benchmarks/bench_startup.py --run                 # also run it from scratch (minutes)
+
+Start-up per job kind is the CPU time (user + sys) of a fresh ``python -c`` that imports what
+that kind's command imports before its first computation, the median of ``--repeats`` runs.
+With ``--run`` the study runs from scratch into a temporary results directory and the script
+prints its wall time, its total CPU (every job's, from the children's resource usage) and the
+start-up share = sum over jobs of their kind's start-up / total CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# What each job kind imports before computing (mirrors the CLI verbs' imports).
+KINDS = {
+    "prepare_data": "import bnstudy.cli, bnstudy.data, bnstudy.io",
+    "train": "import bnstudy.cli, torch, bnstudy.data, bnstudy.io, bnstudy.train.loop, "
+             "bnstudy.train.checkpoints",
+    "measure": "import bnstudy.cli, torch, bnstudy.data, bnstudy.io, bnstudy.measures, "
+               "bnstudy.train.checkpoints, bnstudy.train.loop, pandas",
+    "aggregate": "import bnstudy.cli, bnstudy.tables",
+    "analysis": "import bnstudy.cli, bnstudy.analyses, bnstudy.io, pandas",
+    "plot": "import bnstudy.cli, bnstudy.plots; bnstudy.plots.load_all(); "
+            "import matplotlib.pyplot, seaborn",
+    "claims": "import bnstudy.cli, bnstudy.io, bnstudy.claims.ledger, scipy.stats",
+    "report": "import bnstudy.cli, bnstudy.report.build; import bnstudy.plots; "
+              "bnstudy.plots.load_all()",
+}
+
+
+def kind_of(rule: str, measures: set[str]) -> str | None:
+    if rule in measures:
+        return "measure"
+    if rule.startswith("plot_"):
+        return "plot"
+    return rule if rule in KINDS else None
+
+
+def startup_cpu(code: str, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        times.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return statistics.median(times)
+
+
+def planned_jobs(args: list[str]) -> dict[str, int]:
+    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--forceall", *args],
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    stats = out.split("Job stats:", 1)[1]
+    jobs = {}
+    for line in stats.splitlines()[3:]:
+        m = re.match(r"^(\w+)\s+(\d+)\s*$", line)
+        if not m:
+            break
+        if m.group(1) not in ("total", "all"):
+            jobs[m.group(1)] = int(m.group(2))
+    return jobs
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--configfile", help="a study file (default: config/config.yaml)")
+    p.add_argument("--cores", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--run", action="store_true", help="run the study from scratch as well")
+    a = p.parse_args()
+    from bnstudy import measures
+
+    cfg = ["--configfile", a.configfile] if a.configfile else []
+    jobs = planned_jobs(cfg)
+    per_kind: dict[str, int] = {}
+    for rule, n in jobs.items():
+        k = kind_of(rule, set(measures.REGISTRY))
+        if k is None:
+            raise SystemExit(f"unknown rule {rule!r}: add its kind to KINDS")
+        per_kind[k] = per_kind.get(k, 0) + n
+    cost = {k: startup_cpu(KINDS[k], a.repeats) for k in per_kind}
+    total_jobs = sum(per_kind.values())
+    startup = sum(per_kind[k] * cost[k] for k in per_kind)
+    print(f"study: {a.configfile or 'config/config.yaml'}: {total_jobs} jobs")
+    print(f"{'kind':<14}{'jobs':>6}{'start-up CPU s/job':>20}{'total s':>10}")
+    for k in sorted(per_kind, key=lambda k: -per_kind[k] * cost[k]):
+        print(f"{k:<14}{per_kind[k]:>6}{cost[k]:>20.2f}{per_kind[k] * cost[k]:>10.1f}")
+    print(f"start-up CPU, all jobs: {startup:.0f} s ({startup / total_jobs:.2f} s per job)")
+    if not a.run:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "snakemake", "--cores", str(a.cores), "-q",
+                        *cfg, "--config", f"results={tmp}/results"], cwd=ROOT, check=True)
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    print(f"study from scratch on {a.cores} cores: {wall / 60:.1f} min wall, "
+          f"{cpu / 60:.1f} CPU-min; start-up share {100 * startup / cpu:.0f}% of the CPU")
+
+
+if __name__ == "__main__":
+    main()
