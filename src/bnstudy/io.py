@@ -162,11 +162,6 @@ def read_provenance(path: str | Path) -> dict:
     return json.loads(raw) if raw else {}
 
 
-def write_json(obj, path: str | Path) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
-
-
 def save_pt(obj, path: str | Path, kind: str) -> None:
     """``torch.save`` ``obj`` atomically inside a checksummed bnstudy wrapper of ``kind``."""
     import torch

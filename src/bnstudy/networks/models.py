@@ -44,7 +44,6 @@ class ModelConfig:
     init: str = "kaiming"
     bias_init: str = "zero"
     bias_std: float = 1.0
-    extra: dict = field(default_factory=dict)
     # options per normalizer name, e.g. {"ghost_batchnorm": {"ghost_batch_size": 8}}: one model
     # serves every normalizer of an experiment (normalizers.py documents each option)
     norm_options: dict = field(default_factory=dict)

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 
-GROUPS = ("first", "middle", "last", "all")
-
 
 def grid(ds, resolution: int, margin: float) -> np.ndarray:
     """``(resolution**2, 2)`` float32 grid points; x0 varies fastest."""
