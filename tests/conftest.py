@@ -1,4 +1,4 @@
-"""Shared fixtures: small datasets and models, single-threaded torch for stable timings."""
+"""Shared fixtures: small datasets; single-threaded torch for stable timings (specs: specs.py)."""
 
 from __future__ import annotations
 
@@ -24,16 +24,3 @@ def linear_ds():
 def digits():
     return data.make("digits", {"seed": 0})
 
-
-def make_spec(norm="batchnorm", seed=0, model=None, training=None, **ids):
-    """A run spec like the workflow's, for tests."""
-    return {
-        "experiment": ids.get("experiment", "t"),
-        "dataset": ids.get("dataset", "star2d"),
-        "model": ids.get("model", "m"),
-        "model_config": model or {"arch": "mlp", "depth": 3, "width": 16},
-        "norm": norm,
-        "seed": seed,
-        "training": training or {"lr": 0.05, "momentum": 0.9, "batch_size": 16, "steps": 20,
-                                 "eval_every": 5, "checkpoints": [0, 1, 2, 10]},
-    }

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import make_spec
+from specs import make_spec
 
 from bnstudy import data, measures, plots
 from bnstudy.measures.jitter import compute as bj

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import make_spec
+from specs import make_spec
 from test_resume import Killed, _counting, assert_same_run
 
 from bnstudy import cli, data, io

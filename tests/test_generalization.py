@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import make_spec
+from specs import make_spec
 
 from bnstudy import measures
 from bnstudy.measures.generalization import compute as generalization

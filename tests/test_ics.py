@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import make_spec
+from specs import make_spec
 
 from bnstudy import measures
 from bnstudy.measures.ics import compute as ics

@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import make_spec
+from specs import make_spec
 
 from bnstudy.measures.generalization import compute as generalization
 from bnstudy.measures.ics import compute as ics

@@ -7,8 +7,8 @@ import copy
 import numpy as np
 import pytest
 import torch
-from conftest import make_spec
 from scipy import stats
+from specs import make_spec
 from torch.func import functional_call
 
 from bnstudy import io

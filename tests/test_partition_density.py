@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import make_spec
+from specs import make_spec
 
 from bnstudy.measures.partition import compute as pdm
 from bnstudy.measures.partition import frozen_bn as partition_bn

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-from conftest import make_spec
+from specs import make_spec
 
 from bnstudy import cli, data, io, results, tables
 from bnstudy.train import checkpoints

@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from conftest import make_spec
+from specs import make_spec
 
 from bnstudy import data, io
 from bnstudy.networks import normalizers

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import make_spec
+from specs import make_spec
 
 from bnstudy import cli, data, plots
 from bnstudy.measures.smoothness import compute as smoothness

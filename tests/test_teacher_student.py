@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import make_spec
+from specs import make_spec
 
 from bnstudy import data, measures
 from bnstudy.measures.teacher_student import compute as ts

@@ -4,7 +4,7 @@ import re
 
 import pytest
 import torch
-from conftest import make_spec
+from specs import make_spec
 
 from bnstudy.train import checkpoints
 from bnstudy.train import loop as training
