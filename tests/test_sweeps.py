@@ -32,6 +32,7 @@ def test_shipped_study_expands_to_its_frozen_flat_form(path):
     frozen before luo.yaml and the *_paper.yaml files were rewritten with sweeps/extends."""
     frozen = json.loads((FROZEN / f"{Path(path).stem}.json").read_text())
     flat = study.load([ROOT / path])
+    flat.pop("sweep_axes", None)  # added by the loader for the tables' axis columns (below)
     assert _json(flat) == _json(frozen)
     for section in sweeps.SECTIONS:  # and the entries in the same order (figures, report)
         assert list(flat[section]) == list(frozen[section])
@@ -209,3 +210,32 @@ def test_cli_check_expands_the_study(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     assert cli.main(["check", "config/studies/luo.yaml"]) == 0
     assert "config OK (51 experiments, 51 training runs)" in capsys.readouterr().out
+
+
+def test_sweep_axes_become_named_values_of_each_experiment():
+    """luo.yaml: every experiment records its load alpha, its data draw (the dataset's ``seed``
+    axis, renamed ``data_seed`` so it cannot be mistaken for the training seed) and its arm; the
+    dataset axis itself is the ``dataset`` column and is left out."""
+    flat = study.load([ROOT / "config/studies/luo.yaml"])
+    axes = flat["sweep_axes"]
+    assert sorted(axes) == sorted(flat["experiments"])
+    for name, values in axes.items():
+        assert set(values) in ({"alpha", "data_seed", "arm"}, {"alpha", "data_seed", "bs"}), (
+            name, values)
+        ds = flat["datasets"][flat["experiments"][name]["dataset"]]["options"]
+        assert values["data_seed"] == ds["seed"]
+    assert "sweep_axes" not in study.load([ROOT / "config/config.yaml"])
+
+
+def test_axis_columns_are_added_to_tables_without_overwriting_their_own():
+    import pandas as pd
+
+    from bnstudy import tables
+
+    df = pd.DataFrame({"experiment": ["a", "b", "c"], "alpha": [9.0, 9.0, 9.0]})
+    grid = {"a": {"norms": ["none"], "seeds": [0], "axes": {"alpha": 0.5, "data_seed": 1}},
+            "b": {"norms": ["none"], "seeds": [0], "axes": {"alpha": 1.0, "data_seed": 2}},
+            "c": {"norms": ["none"], "seeds": [0]}}
+    out = tables.with_axes(df, grid)
+    assert out["data_seed"].tolist()[:2] == [1, 2] and pd.isna(out["data_seed"].iloc[2])
+    assert out["alpha"].tolist() == [9.0, 9.0, 9.0]  # the table's own column wins

@@ -125,7 +125,11 @@ def table_digest(table: pa.Table) -> str:
 
 def write_table(df: pd.DataFrame, path: str | Path, prov: dict) -> None:
     """Write ``df`` to Parquet atomically with ``prov`` and the data's checksum in the schema
-    metadata."""
+    metadata. Columns get their declared types first (:func:`bnstudy.columns.normalize`, by the
+    table's file name), whichever command writes the table."""
+    from bnstudy import columns
+
+    df = columns.normalize(Path(path).stem, df)
     table = pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False)
     meta = dict(table.schema.metadata or {})
     meta[PROVENANCE_KEY] = json.dumps(prov, sort_keys=True, default=str).encode()

@@ -36,6 +36,8 @@ from bnstudy.config_file import SCHEMA, fail
 
 SECTIONS = ("datasets", "models", "trainings", "experiments")
 SWEEP_KEYS = ("sweep", "name", "where")
+# the tables' identifying columns: axes named like them are renamed (experiment_axes)
+ID_COLUMNS = ("experiment", "dataset", "model", "norm", "seed", "step", "split", "layer")
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 
@@ -219,11 +221,18 @@ def expand(cfg: dict, record: dict | None = None) -> dict:
 def experiment_axes(flat: dict, record: dict) -> dict[str, dict]:
     """The sweep-axis values of each experiment of an expanded config: its own axes and those of
     the swept dataset it runs on (``record`` from :func:`expand`). These become columns of every
-    table (pooling over draws is a groupby). Experiments without axes are left out."""
+    table (pooling over draws is a groupby). An axis named like a table's identifying column is
+    renamed: a dataset's ``seed`` axis (the data draw) is ``data_seed``, an experiment's is
+    ``experiment_seed``; an experiment's ``dataset`` axis is the ``dataset`` column itself and is
+    left out. Experiments without axes are left out."""
     out = {}
     for name, e in flat.get("experiments", {}).items():
-        values = dict(record.get("datasets", {}).get(e.get("dataset"), {}))
-        values.update(record.get("experiments", {}).get(name, {}))
+        own = record.get("datasets", {}).get(e.get("dataset"), {})
+        values = {(f"data_{a}" if a in ID_COLUMNS else a): v for a, v in own.items()}
+        for a, v in record.get("experiments", {}).get(name, {}).items():
+            if (a == "dataset" and v == e.get("dataset")) or (a in own and own[a] == v):
+                continue  # the dataset column itself, or the dataset's axis (above)
+            values[f"experiment_{a}" if a in ID_COLUMNS else a] = v
         if values:
             out[name] = values
     return out

@@ -84,13 +84,10 @@ def experiment_files(results: str | Path, grid: dict, name: str) -> list[str]:
 
 
 def with_axes(df: pd.DataFrame, grid: dict) -> pd.DataFrame:
-    """``df`` with each experiment's sweep axes (``grid[e]["axes"]``) as columns (NaN/None for
-    experiments without that axis), so pooling over draws is a groupby."""
-    names = sorted({a for runs in grid.values() for a in runs.get("axes", {})})
-    clash = sorted(set(names) & set(df.columns))
-    if clash:
-        raise ValueError(f"sweep axes {clash} clash with the table's own columns; "
-                         "rename the axes")
+    """``df`` with each experiment's sweep axes (``grid[e]["axes"]``) as columns (None for
+    experiments without that axis), so pooling over draws is a groupby. An axis the table
+    already has as a column (the teacher-student table's ``alpha``) keeps the table's column."""
+    names = sorted({a for runs in grid.values() for a in runs.get("axes", {})} - set(df.columns))
     for a in names:
         values = {e: runs.get("axes", {}).get(a) for e, runs in grid.items()}
         df[a] = df["experiment"].map(values) if "experiment" in df else None
