@@ -1,0 +1,137 @@
+"""bnstudy.plan and bnstudy.codeversion: the workflow's jobs and what each is given, without
+Snakemake (the workflow tests check the same through real runs)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bnstudy import codeversion, measures, plan, study
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def default():
+    return plan.Plan(study.check(study.load([ROOT / "config/config.yaml"]), local=False))
+
+
+@pytest.fixture(scope="module")
+def luo():
+    return plan.Plan(study.check(study.load([ROOT / "config/studies/luo.yaml"]), local=False))
+
+
+def test_one_measure_job_per_experiment_over_all_of_its_runs(default):
+    cfg = default.config
+    for m in default.measures:
+        exps = default.measure_experiments(m)
+        assert exps and set(exps) <= set(cfg["experiments"])
+        for e in exps:
+            kind = cfg["datasets"][cfg["experiments"][e]["dataset"]]["kind"]
+            assert measures.REGISTRY[m].applies_to(kind)
+            n = len(cfg["experiments"][e]["norms"]) * len(cfg["experiments"][e]["seeds"])
+            assert len(default.checkpoints(e)) == n
+            assert all(p.endswith("checkpoints.pt") for p in default.checkpoints(e))
+        outs = default.measure_outputs(m)
+        assert list(outs) == list(measures.REGISTRY[m].tables)
+        assert all(p.endswith(f"runs/{{experiment}}/{t}.parquet") for t, p in outs.items())
+    # teacher_student applies only to teacher-student data
+    assert all(default.dataset_kind(e) == "teacher_student"
+               for e in default.measure_experiments("teacher_student"))
+
+
+def test_an_experiments_measures_list_restricts_them(default):
+    cfg = json.loads(json.dumps(default.config))
+    e = next(iter(cfg["experiments"]))
+    cfg["experiments"][e]["measures"] = ["generalization"]
+    p = plan.Plan(cfg)
+    assert p.experiment_measures(e) == ["generalization"]
+    assert e not in p.measure_experiments("ics")
+
+
+def test_tables_and_their_parts(default):
+    assert default.tables[0] == plan.HISTORY
+    assert default.table_level(plan.HISTORY) == "run"
+    assert len(default.table_inputs(plan.HISTORY)) == len(default.runs)
+    for t, m in default.table_measure.items():
+        assert default.table_level(t) == "experiment"
+        assert default.table_inputs(t) == [
+            default.experiment_file(e, f"{t}.parquet") for e in default.measure_experiments(m)]
+        assert sorted(json.loads(default.table_grid(t))) == sorted(default.measure_experiments(m))
+
+
+def test_sweep_axes_travel_in_the_grid(luo):
+    grid = json.loads(luo.table_grid(plan.HISTORY))
+    assert all(set(g["axes"]) >= {"alpha", "data_seed"} for g in grid.values())
+
+
+def test_run_spec_holds_only_this_runs_normalizer_options(default):
+    cfg = json.loads(json.dumps(default.config))
+    e, x = next(iter(cfg["experiments"].items()))
+    cfg["models"][x["model"]]["norm_options"] = {"ghost_batchnorm": {"ghost_batch_size": 8},
+                                                 x["norms"][0]: {"eps": 1e-3}}
+    spec = json.loads(plan.Plan(cfg).run_spec(e, x["norms"][0], 0))
+    assert spec["model_config"]["norm_options"] == {x["norms"][0]: {"eps": 1e-3}}
+    assert spec["seed"] == 0 and spec["experiment"] == e
+
+
+def test_every_figure_family_drawn_has_figures(default):
+    for name in default.figures:
+        outs = default.figure_outputs(name)
+        assert outs and all(p.endswith(f"{name}.png") for p in outs.values())
+    assert set(default.all_figures()) <= set(default.final_outputs())
+
+
+def test_results_path_is_normalised():
+    cfg = study.check(study.load([ROOT / "config/config.yaml"]), local=False)
+    cfg = {**cfg, "results": "out//x/"}
+    assert plan.Plan(cfg).res("tables") == "out/x/tables"
+
+
+def test_planning_imports_neither_torch_nor_matplotlib(default, tmp_path):
+    """The planner (what common.smk runs) needs neither; the config check that precedes it
+    builds every model once, with torch, so a bad architecture fails before any job."""
+    cfg = tmp_path / "flat.json"
+    cfg.write_text(json.dumps(default.config))
+    code = ("import json, sys; from bnstudy import plan; "
+            f"p = plan.Plan(json.load(open({str(cfg)!r}))); "
+            "p.final_outputs(); [p.measure_code(m) for m in p.measures]; "
+            "print(sorted(m for m in ('torch', 'matplotlib', 'seaborn') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
+# -- codeversion ---------------------------------------------------------------------------------
+
+def test_closure_follows_imports_inside_functions():
+    """A measure's contract imports its compute module inside run(): it counts."""
+    closure = codeversion.closure(["measures/ics/__init__.py"])
+    assert "measures/ics/compute.py" in closure
+    assert "networks/models.py" in closure and "train/loop.py" in closure
+    assert "measures/smoothness/compute.py" not in closure
+
+
+def test_code_version_changes_with_a_module_it_imports(tmp_path, monkeypatch):
+    pkg = tmp_path / "bnstudy"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "entry.py").write_text("def f():\n    from bnstudy.sub import helper\n")
+    (pkg / "sub" / "helper.py").write_text("X = 1\n")
+    (pkg / "other.py").write_text("Y = 1\n")
+    monkeypatch.setattr(codeversion, "SRC", pkg)
+    codeversion.package_imports.cache_clear()
+    before = codeversion.code_version(["entry.py"])
+    (pkg / "other.py").write_text("Y = 2\n")
+    assert codeversion.code_version(["entry.py"]) == before
+    (pkg / "sub" / "helper.py").write_text("X = 2\n")
+    codeversion.package_imports.cache_clear()
+    assert codeversion.code_version(["entry.py"]) != before
+    with pytest.raises(FileNotFoundError, match="nope.py"):
+        codeversion.closure(["nope.py"])
+    codeversion.package_imports.cache_clear()
