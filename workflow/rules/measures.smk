@@ -1,7 +1,8 @@
 # One rule per registered measure that the study runs (bnstudy.measures: adding a measure adds
 # its rule here, with no edit), named like the measure, so `--forcerun smoothness` works. A job
 # measures every run of one experiment: its params are the measure's config section and the
-# hash of its code, so a change to either reruns exactly this measure's jobs.
+# hash of its code, so a change to either reruns exactly this measure's jobs. On a cluster, all
+# measures of one experiment go in one cluster job (group measures_<experiment>; ignored locally).
 
 for _measure in PLAN.measures:
 
@@ -17,6 +18,8 @@ for _measure in PLAN.measures:
             log_file(_measure, "{experiment}.log"),
         wildcard_constraints:
             experiment=get_measure_experiments(_measure),
+        group:
+            "measures_{experiment}"
         conda:
             "../../environment.yml"
         threads: config["threads"]
