@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from workflow_utils import REPO, copy_workflow, snakemake, tiny_config, write_config
+from harness import REPO, copy_project, snakemake, tiny_config, write_config
 
 from bnstudy import data, study
 
@@ -176,7 +176,7 @@ def assert_clear(err: Exception, words) -> None:
 
 
 def test_base_config_passes(tmp_path):
-    cfg = study.check(bad_config(lambda c: None, tmp_path))
+    cfg = study.check(bad_config(_del("partition_density.n_points"), tmp_path))
     assert cfg["results"] == str(tmp_path / "results")
     assert cfg["partition_density"]["n_points"] == 100  # the schema's defaults are filled in
 
@@ -288,7 +288,7 @@ def test_cli_check_verb(tmp_path):
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    return copy_workflow(tmp_path_factory.mktemp("wf"))
+    return copy_project(tmp_path_factory.mktemp("wf") / "project")
 
 
 @pytest.mark.workflow

@@ -1,7 +1,7 @@
 """Per-experiment figures are scheduled only when the options give their table rows."""
 
+import harness
 import pytest
-from workflow_utils import copy_workflow, snakemake, tiny_config, write_config
 
 from bnstudy import plots
 from bnstudy.measures.partition import compute as pdm
@@ -31,14 +31,17 @@ def test_only_option_dependent_families_declare_a_predicate():
 
 @pytest.mark.workflow
 def test_dry_run_schedules_no_map_figure_without_maps(tmp_path):
-    wd = copy_workflow(tmp_path / "wf")
+    wd = harness.copy_project(tmp_path / "wf")
     outs = {}
     for maps in (True, False):
-        cfg = tiny_config()
+        cfg = harness.tiny_config(wd, results="results")
         cfg["partition_density"] = {**cfg["partition_density"], "maps": maps}
-        write_config(wd / f"maps_{maps}.yaml", cfg)
-        out = snakemake(wd, "-n", "--configfile", f"maps_{maps}.yaml")
+        harness.write_config(wd / f"maps_{maps}.yaml", cfg)
+        out = harness.snakemake(wd, "-n", "--configfile", f"maps_{maps}.yaml")
         outs[maps] = out.stdout + out.stderr
+        jobs = harness.planned_jobs(outs[maps])
+        # the family's one job draws the map figure of every experiment with 2-D inputs
+        assert [j["rule"] == "plot_partition_density_maps" for j in jobs].count(True) == int(maps)
     assert "figures/star/partition_density_maps.png" in outs[True]
     assert "figures/star/partition_density_maps.png" not in outs[False]
     # the table is still made (the measure writes it, empty), and the other figures stay

@@ -1,17 +1,20 @@
-"""Snakemake end to end on a tiny config: the results contract, reruns, bad input, lint."""
+"""Snakemake end to end on the tiny study (.test/config.yaml): the results contract, reruns
+after config changes, bad input, lint, determinism."""
 
 from __future__ import annotations
 
 import json
+import re
 
+import harness
 import numpy as np
 import pandas as pd
 import pytest
-from workflow_utils import copy_workflow, planned_jobs, snakemake, tiny_config, write_config
+import yaml
+from harness import dry_run, job_counts, snakemake, tiny_config, write_config
 
-from bnstudy import io
-
-pytestmark = pytest.mark.workflow
+from bnstudy import io, measures, study
+from bnstudy.plan import Plan
 
 TRAINING_COLUMNS = ["dataset", "model", "norm", "seed", "step", "split", "loss", "accuracy",
                     "diverged"]
@@ -19,124 +22,257 @@ GENERALIZATION_COLUMNS = ["dataset", "model", "norm", "seed", "train_loss", "tes
                           "loss_gap", "train_accuracy", "test_accuracy", "accuracy_gap",
                           "diverged"]
 PROVENANCE_KEYS = ["config_hash", "bnstudy_version", "torch_version", "device", "git_commit"]
-TIMING = ["wall_time"]
+# One valid change of each measure's options (a new measure adds its case here:
+# test_every_measure_has_a_config_change_case).
+MEASURE_CHANGES = {
+    "generalization": {"bn_statistics": "recomputed"},
+    "partition_density": {"seed": 1},
+    "ics": {"probe_size": 16},
+    "smoothness": {"seed": 1},
+    "bn_jitter": {"seed": 1},
+    "teacher_student": {"erm": False},
+}
+MEASURE_RULES = set(measures.REGISTRY)
+
+
+def _plan(cfg: dict) -> Plan:
+    return Plan(study.check(cfg))
+
+
+# -- the tiny study itself (no Snakemake) ------------------------------------------------------
+
+def test_tiny_study_keeps_every_measure_and_analysis_section():
+    default = yaml.safe_load((harness.REPO / "config" / "config.yaml").read_text())
+    tiny = tiny_config()
+    for name in measures.REGISTRY:
+        assert (name in default) <= (name in tiny), f"measure section {name!r} missing"
+    assert set(tiny.get("analyses", {})) == set(default.get("analyses", {}))
+    plan = _plan(study.load([harness.TEST_CONFIG]))
+    # every configured measure runs on at least one experiment, every analysis is made
+    assert plan.measures == sorted(m for m in measures.REGISTRY if m in tiny)
+    assert plan.analyses == sorted(default.get("analyses", {}))
+
+
+def test_every_measure_has_a_config_change_case():
+    assert set(MEASURE_CHANGES) == MEASURE_RULES
+
+
+# -- the tiny study run ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory) -> dict:
+    return harness.local_study(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory):
-    wd = copy_workflow(tmp_path_factory.mktemp("wf"))
-    write_config(wd / "tiny.yaml", tiny_config())
-    snakemake(wd, "--cores", "2", "--configfile", "tiny.yaml")
-    return wd
+def project(local):
+    return local["project"]
 
 
-def test_tables_follow_the_contract(study):
-    tr = pd.read_parquet(study / "results/tables/training.parquet")
-    ge = pd.read_parquet(study / "results/tables/generalization.parquet")
+@pytest.fixture(scope="module")
+def full_plan(project) -> list[dict]:
+    """Every job of the tiny study with its files (a forced dry run): the study's DAG."""
+    return dry_run(project, "--forceall")
+
+
+@pytest.fixture(scope="module")
+def plan(project) -> Plan:
+    return _plan(study.load([project / "config" / "config.yaml"]))
+
+
+@pytest.mark.workflow
+def test_one_job_per_measure_and_experiment_writing_experiment_tables(full_plan, plan):
+    """Each measure is a rule named like it, with one job per experiment it runs on, writing
+    ``runs/<experiment>/<table>.parquet`` for each of its tables and logging to
+    ``logs/<measure>/<experiment>.log``; each figure family one ``plot_<family>`` job."""
+    for m in plan.measures:
+        jobs = [j for j in full_plan if j["rule"] == m]
+        assert sorted(j["wildcards"]["experiment"] for j in jobs) == sorted(
+            plan.measure_experiments(m)), m
+        for j in jobs:
+            e = j["wildcards"]["experiment"]
+            assert sorted(j["output"]) == sorted(
+                f"results/runs/{e}/{t}.parquet" for t in measures.REGISTRY[m].tables), j
+            assert j["log"] == [f"results/logs/{m}/{e}.log"], j
+            # the job reads every checkpoint of its experiment's runs, and nothing per run else
+            x = plan.experiments[e]
+            assert sorted(f for f in j["input"] if f.endswith(".pt")) == sorted(
+                f"results/runs/{e}/{n}/seed{s}/checkpoints.pt" for n in x["norms"]
+                for s in x["seeds"]), j
+    plots = sorted(j["rule"] for j in full_plan if j["rule"].startswith("plot_"))
+    assert plots == sorted(f"plot_{f}" for f in plan.figures)
+    assert all(j["log"] == [f"results/logs/plot/{j['rule'][5:]}.log"] for j in full_plan
+               if j["rule"].startswith("plot_"))
+    counts = job_counts(full_plan)
+    assert counts["train"] == len(plan.runs) and counts["aggregate"] == len(plan.tables)
+
+
+@pytest.mark.workflow
+def test_run_folders_hold_only_training_files(local, plan):
+    runs = local["results"] / "runs"
+    per_run = {p.name for e, n, s in plan.runs for p in (runs / e / n / f"seed{s}").iterdir()}
+    assert per_run == {"checkpoints.pt", "history.parquet"}
+    for e in plan.experiments:
+        tables = {p.name for p in (runs / e).glob("*.parquet")}
+        assert tables == {f"{t}.parquet" for m in plan.experiment_measures(e)
+                          for t in measures.REGISTRY[m].tables}, e
+
+
+@pytest.mark.workflow
+def test_tables_follow_the_contract(local, plan):
+    res = local["results"]
+    tr = pd.read_parquet(res / "tables/training.parquet")
+    ge = pd.read_parquet(res / "tables/generalization.parquet")
     assert set(TRAINING_COLUMNS) <= set(tr.columns)
     assert set(GENERALIZATION_COLUMNS) <= set(ge.columns)
-    assert len(ge) == 5 and set(ge["norm"]) == {"none", "batchnorm"}
+    assert len(ge) == len(plan.runs)  # one row per run: its last checkpoint
+    assert set(ge["norm"]) == {n for _, n, _ in plan.runs}
     assert set(tr["split"]) == {"train", "test"}
-    assert sorted(tr["step"].unique()) == [0, 5, 10, 15, 20]
+    for e, x in plan.experiments.items():
+        t = plan.config["trainings"][x["training"]]
+        steps = sorted(tr.loc[tr["experiment"] == e, "step"].unique())
+        assert steps == list(range(0, t["steps"] + 1, t["eval_every"])), e
     star = ge[ge["dataset"] == "star2d"]
-    assert star["test_accuracy"].between(0, 1).all()
-    assert ge.loc[ge["dataset"] == "gaussian_linear", "test_accuracy"].isna().all()
+    assert len(star) and star["test_accuracy"].between(0, 1).all()
+    regression = ge["dataset"].isin(["gaussian_linear", "ts_tiny"])
+    assert regression.sum() == 2 and ge.loc[regression, "test_accuracy"].isna().all()
     np.testing.assert_allclose(ge["loss_gap"], ge["test_loss"] - ge["train_loss"], rtol=1e-9)
     # the generalization table's final numbers are those of the history's last evaluation
-    last = tr[(tr["step"] == 20) & (tr["split"] == "test")]
+    final = tr.groupby("experiment")["step"].transform("max")
+    last = tr[(tr["step"] == final) & (tr["split"] == "test")]
     last = last.set_index(["experiment", "norm", "seed"])
     g = ge.set_index(["experiment", "norm", "seed"])
     np.testing.assert_allclose(g["test_loss"], last.loc[g.index, "loss"], rtol=1e-5)
 
 
-def test_every_table_carries_provenance(study):
-    for path in (study / "results").rglob("*.parquet"):
+@pytest.mark.workflow
+def test_every_table_carries_provenance(local):
+    paths = list(local["results"].rglob("*.parquet"))
+    assert len(paths) > 20
+    for path in paths:
         prov = io.read_provenance(path)
         assert all(k in prov for k in PROVENANCE_KEYS), path
         assert prov["device"] == "cpu"
 
 
-def test_report_is_self_contained(study):
-    html = (study / "results/report.html").read_text()
-    figures = list((study / "results/figures").rglob("*.png"))
-    assert len(figures) >= 5  # training + generalization per experiment, a study figure
+@pytest.mark.workflow
+def test_report_is_self_contained(local, plan):
+    html = (local["results"] / "report.html").read_text()
+    figures = list((local["results"] / "figures").rglob("*.png"))
+    assert sorted(map(str, figures)) == sorted(
+        str(local["project"] / p) for p in plan.all_figures())
     assert html.count("data:image/png;base64,") == len(figures)
     assert "src=\"http" not in html and "<link" not in html
     for text in ("Training", "Generalization", "Study configuration", "Provenance", "±"):
         assert text in html
 
 
-def test_same_config_same_tables(study):
-    snakemake(study, "--cores", "2", "--configfile", "tiny.yaml", "--config",
-              "results=results2", "--until", "aggregate")
-    for table in ("training", "generalization"):
-        a = pd.read_parquet(study / f"results/tables/{table}.parquet")
-        b = pd.read_parquet(study / f"results2/tables/{table}.parquet")
-        cols = [c for c in a.columns if c not in TIMING]
-        pd.testing.assert_frame_equal(a[cols], b[cols])
+@pytest.mark.workflow
+def test_complete_run_has_nothing_left_to_do(project):
+    proc = snakemake(project, "-n")
+    assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-3000:]
 
 
-def test_complete_run_has_nothing_left_to_do(study):
-    assert planned_jobs(study, "--configfile", "tiny.yaml") == {}
+@pytest.mark.workflow
+def test_same_config_same_tables(local):
+    """Determinism: the study again into another results directory, every measure's table and
+    the training table equal (all but timing columns) to the first run's."""
+    project = local["project"]
+    snakemake(project, "--cores", "2", "--config", "results=results2", "--until", "aggregate")
+    again = harness.read_tables(project / "results2")
+    first = harness.read_tables(local["results"])
+    assert len(again) >= 1 + len(MEASURE_RULES), sorted(again)
+    harness.assert_tables_equal({t: first[t] for t in again}, again)
 
 
-def test_changing_plot_or_report_settings_reruns_no_training(study):
-    cfg = tiny_config(plots={"dpi": 60}, report={"title": "another title"})
-    write_config(study / "plots.yaml", cfg)
-    jobs = planned_jobs(study, "--configfile", "plots.yaml")
-    assert "train" not in jobs and "generalization" not in jobs and "aggregate" not in jobs
-    per_experiment = [p for p in (study / "results/figures").rglob("*.png")
-                      if p.parent.name != "study"]
-    assert jobs["plot"] == len(per_experiment) and jobs["report"] == 1
+def _config_jobs(project, name: str, cfg: dict) -> list[dict]:
+    write_config(project / f"{name}.yaml", cfg)
+    return dry_run(project, "--configfile", f"{name}.yaml")
 
 
-def test_changing_generalization_settings_reruns_no_training(study):
-    cfg = tiny_config(generalization={"bn_statistics": "recomputed"})
-    write_config(study / "gen.yaml", cfg)
-    jobs = planned_jobs(study, "--configfile", "gen.yaml")
-    assert "train" not in jobs
-    assert jobs["generalization"] == 5 and jobs["report"] == 1
+@pytest.mark.workflow
+def test_changing_plot_or_report_settings_reruns_only_figures_and_report(project, plan):
+    cfg = tiny_config(project, results="results")
+    cfg["plots"]["dpi"] = 70
+    cfg["report"]["title"] = "another title"
+    counts = job_counts(_config_jobs(project, "plots", cfg))
+    assert counts == {**{f"plot_{f}": 1 for f in plan.figures}, "report": 1}, counts
 
 
-def test_changing_training_settings_reruns_that_experiment_only(study):
-    cfg = tiny_config()
-    cfg["trainings"]["gd"]["lr"] = 0.02
-    write_config(study / "lr.yaml", cfg)
-    jobs = planned_jobs(study, "--configfile", "lr.yaml")
-    assert jobs["train"] == 1 and jobs["generalization"] == 1
+@pytest.mark.workflow
+@pytest.mark.parametrize("measure", sorted(MEASURE_CHANGES))
+def test_changing_a_measures_settings_reruns_only_that_measure(project, plan, full_plan,
+                                                               measure):
+    """A measure's config section is its jobs' params: changing it reruns that measure's job of
+    every experiment it runs on, and what reads their tables -- no training, no other
+    measure."""
+    if measure not in plan.measures:
+        pytest.skip(f"{measure!r} is not in the tiny study")
+    cfg = tiny_config(project, results="results")
+    cfg[measure] = {**cfg[measure], **MEASURE_CHANGES[measure]}
+    jobs = _config_jobs(project, f"m_{measure}", cfg)
+    direct = [j for j in jobs if j["rule"] == measure]
+    assert sorted(j["wildcards"]["experiment"] for j in direct) == sorted(
+        plan.measure_experiments(measure))
+    assert all("Params have changed" in j["reason"] for j in direct), direct
+    assert not {j["rule"] for j in jobs} & ({"train", "prepare_data", "analysis"}
+                                            | MEASURE_RULES - {measure})
+    expected = harness.job_keys(harness.downstream(full_plan, lambda j: j["rule"] == measure))
+    assert harness.job_keys(jobs) == expected
 
 
-@pytest.mark.parametrize("patch, message", [
-    ({"experiments": {"x": {"dataset": "star2d", "model": "mlp", "training": "sgd",
-                            "norms": ["batchnrom"], "seeds": [0]}}},
+@pytest.mark.workflow
+def test_changing_training_settings_reruns_that_experiment_only(project, plan):
+    cfg = tiny_config(project, results="results")
+    cfg["trainings"]["gd"]["lr"] = 0.02  # the dln experiment's training
+    jobs = _config_jobs(project, "lr", cfg)
+    counts = job_counts(jobs)
+    assert counts["train"] == 1
+    per_experiment = [j for j in jobs if j["rule"] == "train" or j["rule"] in MEASURE_RULES]
+    assert {j["wildcards"]["experiment"] for j in per_experiment} == {"dln"}
+    assert sorted(j["rule"] for j in per_experiment if j["rule"] != "train") == sorted(
+        plan.experiment_measures("dln"))
+
+
+def _patched(project, section: str, value) -> dict:
+    cfg = tiny_config(project, results="results")
+    cfg[section] = {**cfg[section], **value} if isinstance(value, dict) else value
+    return cfg
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("section, value, message", [
+    ("experiments", {"x": {"dataset": "star2d", "model": "mlp", "training": "sgd",
+                           "norms": ["batchnrom"], "seeds": [0]}},
      "unknown normalizer 'batchnrom'; allowed: .*'batchnorm'"),
-    ({"experiments": {"x": {"dataset": "stars", "model": "mlp", "training": "sgd",
-                            "norms": ["none"], "seeds": [0]}}},
+    ("experiments", {"x": {"dataset": "stars", "model": "mlp", "training": "sgd",
+                           "norms": ["none"], "seeds": [0]}},
      "'stars' is not defined; allowed: .*'star2d'"),
-    ({"experiments": {"x": {"dataset": "star2d", "model": "mlp", "training": "sgd",
-                            "norms": ["none"], "seeds": [0], "measures": ["teacher_student"]}}},
+    ("experiments", {"x": {"dataset": "star2d", "model": "mlp", "training": "sgd",
+                           "norms": ["none"], "seeds": [0], "measures": ["teacher_student"]}},
      "measure 'teacher_student' needs a dataset of kind \\['teacher_student'\\], dataset "
      "'star2d' is 'star2d'"),
-    ({"trainings": {"sgd": {"lr": -1, "steps": 10}}}, "lr"),
-    ({"device": "gpu"}, "gpu"),
+    ("trainings", {"sgd": {"lr": -1, "steps": 10}}, "lr"),
+    ("device", "gpu", "gpu"),
 ])
-def test_bad_config_fails_before_any_job_naming_the_value(study, patch, message):
-    import re
-
-    cfg = tiny_config(**patch)
-    write_config(study / "bad.yaml", cfg)
-    out = snakemake(study, "-n", "--configfile", "bad.yaml", check=False)
+def test_bad_config_fails_before_any_job_naming_the_value(project, section, value, message):
+    write_config(project / "bad.yaml", _patched(project, section, value))
+    out = snakemake(project, "-n", "--configfile", "bad.yaml", check=False)
     assert out.returncode != 0
     assert re.search(message, out.stdout + out.stderr), out.stdout + out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
 
 
-def test_lint_is_clean(study):
-    out = snakemake(study, "--lint", "--configfile", "tiny.yaml", check=False)
+@pytest.mark.workflow
+def test_lint_is_clean(project):
+    out = snakemake(project, "--lint", check=False)
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def test_provenance_hash_tracks_the_run_spec(study):
-    a = io.read_provenance(study / "results/runs/star/none/seed0/history.parquet")
-    b = io.read_provenance(study / "results/runs/star/none/seed1/history.parquet")
+@pytest.mark.workflow
+def test_provenance_hash_tracks_the_run_spec(local):
+    runs = local["results"] / "runs" / "star" / "none"
+    a = io.read_provenance(runs / "seed0" / "history.parquet")
+    b = io.read_provenance(runs / "seed1" / "history.parquet")
     assert a["config_hash"] != b["config_hash"]
     json.dumps(a)

@@ -1,0 +1,271 @@
+"""The workflow tests' harness: the tiny study, project copies, Snakemake runs and their plans.
+
+The tiny study is ``.test/config.yaml`` (every measure and analysis section of
+``config/config.yaml``, on three small experiments); a test that needs other sizes derives its
+config from it with :func:`tiny_config` overrides and says why.
+
+A project copy (Snakefile, workflow/, config/, src/, .test/) lives in a temporary directory, so
+tests may edit its modules (the workflow hashes ``<copy>/src/bnstudy`` for its ``code``
+params), and Snakemake and its jobs import the copy's package (PYTHONPATH), a snapshot
+unaffected by later edits of the working tree. The copy's ``config/config.yaml`` *is* the study
+under test (results in ``<copy>/results``): a plain ``snakemake`` there runs it, and a
+``--configfile`` replaces it whole (the Snakefile does not merge the two).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+TEST_CONFIG = REPO / ".test" / "config.yaml"
+COPIED = ("Snakefile", "workflow", "config", "src", "profiles", "environment.yml", ".test")
+# Columns that legitimately differ between two runs of the same study.
+VOLATILE_COLUMNS = ("wall_time", "seconds", "runtime", "duration", "time_s")
+
+
+# -- configs -----------------------------------------------------------------------------------
+
+def tiny_config(source: Path = REPO, **overrides) -> dict:
+    """``.test/config.yaml`` (of ``source``), with top-level sections replaced by
+    ``overrides`` (a section given whole: ``plots={"dpi": 60, ...}``)."""
+    cfg = yaml.safe_load((source / ".test" / "config.yaml").read_text())
+    cfg.update(overrides)
+    return cfg
+
+
+def with_steps(cfg: dict, steps: int, experiments=None) -> dict:
+    """``cfg`` with the trainings of ``experiments`` (default: all) lasting ``steps`` SGD steps,
+    their checkpoints at 0, 1 and ``steps // 2`` (for tests that kill a train job mid-run)."""
+    names = {cfg["experiments"][e]["training"] for e in (experiments or cfg["experiments"])}
+    for name in names:
+        t = cfg["trainings"][name]
+        t.update(steps=steps, eval_every=max(1, steps // 20), checkpoints=[0, 1, steps // 2])
+    return cfg
+
+
+def only_experiments(cfg: dict, *names: str) -> dict:
+    """``cfg`` restricted to the experiments ``names`` (and the datasets, models and trainings
+    they use)."""
+    cfg["experiments"] = {e: cfg["experiments"][e] for e in names}
+    for key, field in (("datasets", "dataset"), ("models", "model"), ("trainings", "training")):
+        used = {x[field] for x in cfg["experiments"].values()}
+        cfg[key] = {k: v for k, v in cfg[key].items() if k in used}
+    return cfg
+
+
+def write_config(path: Path, cfg: dict) -> Path:
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+# -- project copies ----------------------------------------------------------------------------
+
+_SNAPSHOT: dict = {}
+
+
+def snapshot(tmp_path_factory) -> Path:
+    """One copy of the working tree per test session: every project of the session is copied
+    from it, so that runs compared with each other ran the same code even while the tree is
+    being edited."""
+    if not _SNAPSHOT:
+        _SNAPSHOT["path"] = _copy_tree(REPO, tmp_path_factory.mktemp("snapshot"))
+    return _SNAPSHOT["path"]
+
+
+def _copy_tree(source: Path, dst: Path) -> Path:
+    dst.mkdir(parents=True, exist_ok=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc", "results")
+    for name in COPIED:
+        src = source / name
+        if src.is_symlink():
+            os.symlink(os.readlink(src), dst / name)
+        elif src.is_dir():
+            shutil.copytree(src, dst / name, ignore=ignore, symlinks=True)
+        elif src.exists():
+            shutil.copy2(src, dst / name)
+    return dst
+
+
+def copy_project(dst: Path, source: Path = REPO, config: dict | None = None) -> Path:
+    """Copy the workflow (from ``source``: the repository or a :func:`snapshot`) into ``dst``,
+    its config/config.yaml replaced by ``config`` (default: the tiny study), results in
+    ``dst/results``."""
+    _copy_tree(source, dst)
+    cfg = dict(config or tiny_config(source))
+    cfg["results"] = "results"
+    write_config(dst / "config" / "config.yaml", cfg)
+    return dst
+
+
+# -- Snakemake ---------------------------------------------------------------------------------
+
+def env(project: Path, extra_path: Path | None = None, extra_env: dict | None = None) -> dict:
+    """The environment for Snakemake on ``project``: this interpreter's bin/ first on PATH (jobs
+    call ``python``) and the copy's ``src`` first on PYTHONPATH, so that the workflow and its
+    jobs run the copied package, unaffected by edits to the working tree during the test."""
+    e = {**os.environ, **(extra_env or {})}
+    e["PYTHONPATH"] = os.pathsep.join(
+        [str(project / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
+    paths = [str(Path(sys.executable).parent)]
+    if extra_path is not None:
+        paths.insert(0, str(extra_path))
+    e["PATH"] = os.pathsep.join([*paths, e.get("PATH", "")])
+    e.setdefault("OMP_NUM_THREADS", "1")
+    return e
+
+
+def snakemake(project: Path, *args: str, timeout: float = 900, extra_path=None,
+              extra_env=None, check: bool = True) -> subprocess.CompletedProcess:
+    """Run Snakemake in ``project``; raise with its output on failure when ``check``."""
+    cmd = [sys.executable, "-m", "snakemake", *args]
+    proc = subprocess.run(cmd, cwd=project, env=env(project, extra_path, extra_env),
+                          capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n"
+                             f"{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}")
+    return proc
+
+
+_RULE = re.compile(r"^(?:local)?rule (\w+):$")
+_FIELD = re.compile(r"^(reason|wildcards|input|output|log): (.*)$")
+
+
+def planned_jobs(output: str) -> list[dict]:
+    """The jobs a ``snakemake -n`` output lists: ``{"rule", "reason", "wildcards", "input",
+    "output", "log"}`` each (files as lists)."""
+    jobs = []
+    for line in output.splitlines():
+        line = line.strip()
+        m = _RULE.match(line)
+        if m:
+            jobs.append({"rule": m.group(1), "reason": "", "wildcards": {}, "input": [],
+                         "output": [], "log": []})
+            continue
+        m = _FIELD.match(line)
+        if m and jobs:
+            key, value = m.groups()
+            if key == "reason":
+                jobs[-1]["reason"] = value.strip()
+            elif key == "wildcards":
+                jobs[-1]["wildcards"] = dict(kv.split("=", 1) for kv in value.split(", "))
+            else:
+                jobs[-1][key] = value.split(", ")
+    return jobs
+
+
+def dry_run(project: Path, *args: str) -> list[dict]:
+    """The jobs ``snakemake -n *args`` plans in ``project`` (the rule ``all`` left out)."""
+    proc = snakemake(project, "-n", *args)
+    return [j for j in planned_jobs(proc.stdout + proc.stderr) if j["rule"] != "all"]
+
+
+def job_counts(jobs: list[dict]) -> Counter:
+    """Rule -> number of jobs."""
+    return Counter(j["rule"] for j in jobs)
+
+
+def downstream(jobs: list[dict], start) -> list[dict]:
+    """The jobs ``start(job)`` selects and every job that consumes their outputs, transitively
+    (the DAG read from the input/output files of a dry run's job list)."""
+    chosen = [j for j in jobs if start(j)]
+    made = {f for j in chosen for f in j["output"]}
+    rest = [j for j in jobs if not start(j)]
+    grew = True
+    while grew:
+        grew = False
+        for j in list(rest):
+            if made.intersection(j["input"]):
+                chosen.append(j)
+                made.update(j["output"])
+                rest.remove(j)
+                grew = True
+    return chosen
+
+
+def job_keys(jobs: list[dict]) -> list[tuple]:
+    """Sorted ``(rule, wildcards...)`` identities, for comparing two job lists."""
+    return sorted((j["rule"], *sorted(j["wildcards"].items())) for j in jobs)
+
+
+# -- tables ------------------------------------------------------------------------------------
+
+def read_tables(results: Path) -> dict[str, pd.DataFrame]:
+    """Every aggregated table, sorted, without columns that vary between identical runs."""
+    out = {}
+    for path in sorted((results / "tables").glob("*.parquet")):
+        df = pd.read_parquet(path)
+        df = df.drop(columns=[c for c in df.columns if c in VOLATILE_COLUMNS])
+        keys = [c for c in df.columns if df[c].map(lambda v: isinstance(v, (str, int, float,
+                                                                              bool))).all()]
+        out[path.stem] = df.sort_values(keys).reset_index(drop=True) if keys else df
+    return out
+
+
+def assert_tables_equal(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame]) -> None:
+    assert sorted(a) == sorted(b), f"different tables: {sorted(a)} vs {sorted(b)}"
+    for name in a:
+        pd.testing.assert_frame_equal(a[name], b[name], check_exact=True, obj=f"table {name}")
+
+
+# -- the tiny study, run once per session ------------------------------------------------------
+
+_LOCAL: dict = {}
+
+
+def local_study(tmp_path_factory) -> dict:
+    """The tiny study run to completion locally, once per test session (workflow, rerun and
+    SLURM tests share it: test modules wrap this in their own fixture; none may change its
+    results or leave its code edited)."""
+    if not _LOCAL:
+        project = copy_project(tmp_path_factory.mktemp("local") / "project",
+                               source=snapshot(tmp_path_factory))
+        t0 = time.perf_counter()
+        snakemake(project, "--cores", "2")
+        _LOCAL.update(project=project, results=project / "results",
+                      seconds=time.perf_counter() - t0)
+    return _LOCAL
+
+
+def imported_modules(entries, src: Path) -> set[str]:
+    """``entries`` (paths relative to the package dir ``src``) and every package module they
+    import, transitively -- the test's own reading of the imports, to cross-check the workflow's
+    code hashes (bnstudy.codeversion)."""
+
+    def resolve(parts):
+        for cand in (f"{'/'.join(parts)}.py", "/".join([*parts, "__init__.py"])):
+            if parts and (src / cand).is_file():
+                return cand
+        return "__init__.py" if not parts else None
+
+    todo, seen = list(entries), set()
+    while todo:
+        rel = todo.pop()
+        if rel in seen or rel is None:
+            continue
+        seen.add(rel)
+        here = list(Path(rel).parent.parts)
+        for node in ast.walk(ast.parse((src / rel).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = [*here[: len(here) - node.level + 1],
+                        *filter(None, (node.module or "").split("."))]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bnstudy"):
+                base = node.module.split(".")[1:]
+            elif isinstance(node, ast.Import):
+                todo.extend(resolve(a.name.split(".")[1:]) for a in node.names
+                            if a.name.split(".")[0] == "bnstudy")
+                continue
+            else:
+                continue
+            todo.extend(resolve([*base, a.name]) or resolve(base) for a in node.names)
+    return seen
