@@ -1,16 +1,18 @@
 """Stage-precise reruns: after a complete tiny run, editing a module reruns exactly its stages.
 
 Each rule's ``code`` param hashes the package modules its stage runs, transitively
-(``code_version`` in workflow/rules/common.smk). These tests edit one module in a copy of the
+(bnstudy.codeversion, entries in bnstudy.plan). These tests edit one module in a copy of the
 project and read the jobs and reasons of ``snakemake -n``. The expected plan is computed, not
-hard-coded: the stages the module belongs to (from the registries) plus every job downstream of
-them in the study's DAG (read from the input/output files of a forced dry run). So:
+hard-coded: the rules whose code covers the module (the test's own reading of the imports, from
+each stage's entry modules) plus every job downstream of them in the study's DAG (read from the
+input/output files of a forced dry run). So:
 
-- a measure's own module reruns that measure (and any measure importing the module), its
-  tables, their figures, and what reads all tables (claims, report) -- no training, no other
-  measure;
-- models.py, training.py and the normalizer modules rerun training and everything downstream;
-- a figure module reruns only its figures and the report; plots/__init__.py every figure.
+- a measure's implementation module reruns that measure's job of every experiment it runs on
+  (and any measure importing the module), its tables, their figures, and what reads all tables
+  (claims, report) -- no training, no other measure;
+- the model, training and normalizer modules rerun training and everything downstream;
+- a figure module reruns only its family's ``plot_<family>`` job and the report;
+  plots/__init__.py every figure.
 
 The edited stage must rerun for "Params have changed" (its code hash), the rest for "Input files
 updated by another job". Edits are undone after each case (the hash is of content).
@@ -19,32 +21,30 @@ updated by another job". Edits are undone after each case (the hash is of conten
 from __future__ import annotations
 
 import os
-from collections import Counter
 from pathlib import Path
 
+import harness
 import pytest
-import tiny_study
-from tiny_study import downstream, job_keys, planned_jobs, snakemake
+from harness import downstream, dry_run, job_counts, job_keys, snakemake
 
-from bnstudy import measures, plots
+from bnstudy import analyses, measures, plots
+from bnstudy.plan import STAGE_CODE
 
 pytestmark = pytest.mark.workflow
 
-PLOT_RULES = ("plot", "plot_study")
-SRC = Path(measures.__file__).parent
+SRC = Path(measures.__file__).resolve().parent.parent  # src/bnstudy
 
 
 @pytest.fixture(scope="module")
 def local_study(tmp_path_factory) -> dict:
-    return tiny_study.local_study(tmp_path_factory)
+    return harness.local_study(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def full_plan(local_study) -> list[dict]:
     """Every job of the tiny study with its files (a forced dry run): the study's DAG."""
-    proc = snakemake(local_study["project"], "-n", "--forceall")
-    jobs = planned_jobs(proc.stdout + proc.stderr)
-    assert Counter(j["rule"] for j in jobs)["train"] >= 1, proc.stdout[-3000:]
+    jobs = dry_run(local_study["project"], "--forceall")
+    assert job_counts(jobs)["train"] >= 1, jobs
     return jobs
 
 
@@ -54,18 +54,40 @@ def _edited(project: Path, module: str) -> list[dict]:
     original = path.read_bytes()
     try:
         path.write_bytes(original + b"\n# edited by test_reruns\n")
-        proc = snakemake(project, "-n")
-        return planned_jobs(proc.stdout + proc.stderr)
+        return dry_run(project)
     finally:
         path.write_bytes(original)
 
 
-def _assert_plan(got: list[dict], full: list[dict], direct) -> None:
-    """``got`` is exactly the jobs ``direct`` selects plus everything downstream of them; the
-    direct jobs rerun for changed params (their code hash) -- Snakemake names only the updated
-    inputs when a job has both reasons --, the others for updated inputs and never for params."""
-    expected = job_keys(downstream(full, direct))
-    assert expected, "the case selects no job of the tiny study"
+def _entries() -> dict[str, list[str]]:
+    """Each rule's code entry modules (what the plan hashes; the analysis rule: all analyses)."""
+    plots.load_all()
+    out = {"prepare_data": STAGE_CODE["data"], "train": STAGE_CODE["train"],
+           "aggregate": STAGE_CODE["tables"], "claims": STAGE_CODE["claims"],
+           "report": [*STAGE_CODE["report"], *(f"plots/{m}.py" for m in plots.MODULES)],
+           "analysis": [*STAGE_CODE["analyses"],
+                        *(a.source for a in analyses.REGISTRY.values())]}
+    out.update({m: [spec.source] for m, spec in measures.REGISTRY.items()})
+    out.update({f"plot_{n}": [*STAGE_CODE["plots"], f"plots/{f.module}.py"]
+                for n, f in plots.FAMILIES.items()})
+    return {rule: list(e) for rule, e in out.items()}
+
+
+def _users(module: str, project: Path) -> set[str]:
+    """The rules whose code (their entry modules and what those import) includes ``module``."""
+    src = project / "src" / "bnstudy"
+    return {rule for rule, entries in _entries().items()
+            if module in harness.imported_modules(entries, src)}
+
+
+def _assert_plan(got: list[dict], full: list[dict], users: set[str]) -> None:
+    """``got`` is exactly the jobs of the ``users`` rules plus everything downstream of them;
+    the direct jobs rerun for changed params (their code hash) -- Snakemake names only the
+    updated inputs when a job has both reasons --, the others for updated inputs and never for
+    params."""
+    direct = [j for j in full if j["rule"] in users]
+    expected = job_keys(downstream(full, lambda j: j["rule"] in users))
+    assert direct, f"the case selects no job of the tiny study ({sorted(users)})"
     assert job_keys(got) == expected, (
         f"unexpected reruns:\n  extra:   {sorted(set(job_keys(got)) - set(expected))}\n"
         f"  missing: {sorted(set(expected) - set(job_keys(got)))}")
@@ -74,7 +96,7 @@ def _assert_plan(got: list[dict], full: list[dict], direct) -> None:
         changed = "Params have changed since last execution" in j["reason"]
         updated = "Input files updated by another job" in j["reason"]
         assert updated == bool(remade.intersection(j["input"])), j
-        if direct(j):
+        if j["rule"] in users:
             assert changed or updated, j
         else:
             assert updated and not changed, j
@@ -85,45 +107,51 @@ def test_complete_run_is_up_to_date(local_study):
     assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-3000:]
 
 
-def _users(module: str, project: Path) -> set[str]:
-    """The measures whose code (their modules and what those import) includes ``module``."""
-    src = project / "src" / "bnstudy"
-    return {n for n, m in measures.REGISTRY.items()
-            if module in tiny_study.imported_modules(m.code, src)}
+def _measure_module(measure: str) -> str:
+    """The measure's implementation (its subpackage's compute module), else its contract."""
+    source = measures.REGISTRY[measure].source
+    compute = Path(source).parent / "compute.py"
+    return compute.as_posix() if (SRC / compute).is_file() else source
 
 
 @pytest.mark.parametrize("measure", sorted(measures.REGISTRY))
 def test_editing_a_measure_module_reruns_only_that_measure(local_study, full_plan, measure):
     if not any(j["rule"] == measure for j in full_plan):
-        pytest.skip(f"measure {measure!r} is not in the tiny config (no config section)")
-    module = measures.get(measure).code[0]  # the measure's own module comes first
-    users = _users(module, local_study["project"])  # e.g. generalization.py: also teacher_student
+        pytest.skip(f"measure {measure!r} is not in the tiny study (no config section)")
+    module = _measure_module(measure)
+    users = _users(module, local_study["project"])  # generalization: also teacher_student
     assert measure in users
+    assert not users & {"train", "prepare_data", "analysis", "aggregate"}, users
     got = _edited(local_study["project"], module)
-    _assert_plan(got, full_plan, lambda j: j["rule"] in users)
+    _assert_plan(got, full_plan, users)
+    # one job per experiment the measure runs on, and no job of another measure
+    assert sorted(j["wildcards"]["experiment"] for j in got if j["rule"] == measure) == sorted(
+        j["wildcards"]["experiment"] for j in full_plan if j["rule"] == measure)
     rules = {j["rule"] for j in got}
     assert not rules & ({"train", "prepare_data", "analysis"} | set(measures.REGISTRY) - users)
-    tables = {t for m in users for t in measures.get(m).tables}
+    tables = {t for m in users for t in measures.REGISTRY[m].tables}
     assert {j["wildcards"]["table"] for j in got if j["rule"] == "aggregate"} <= tables
     plots.load_all()
-    for j in got:
-        if j["rule"] in PLOT_RULES:  # only figures drawn from the rerun tables
-            assert set(plots.FAMILIES[j["wildcards"]["family"]].tables) & tables, j
+    for rule in rules:
+        if rule.startswith("plot_"):  # only figures drawn from the rerun tables
+            assert set(plots.FAMILIES[rule.removeprefix("plot_")].tables) & tables, rule
 
 
 def _train_modules():
-    """The modules training runs on: its own, the model's, and every normalizer module."""
-    return ["models.py", "training.py", *sorted(p.name for p in SRC.glob("norm*.py"))]
+    """The modules training runs on: the loop, the model's, and every normalizer module."""
+    norms = sorted(p.relative_to(SRC).as_posix() for p in (SRC / "networks/norms").glob("*.py")
+                   if p.name != "__init__.py")
+    return ["networks/models.py", "train/loop.py", "networks/normalizers.py", *norms]
 
 
 @pytest.mark.parametrize("module", _train_modules())
 def test_editing_model_or_training_code_reruns_training_and_downstream(local_study, full_plan,
                                                                        module):
-    users = _users(module, local_study["project"])  # measures that run model code themselves
+    users = _users(module, local_study["project"])  # and the measures that run model code
+    assert "train" in users, f"training's code hash does not cover {module}"
     got = _edited(local_study["project"], module)
-    _assert_plan(got, full_plan, lambda j: j["rule"] == "train" or j["rule"] in users)
-    assert Counter(j["rule"] for j in got)["train"] == Counter(
-        j["rule"] for j in full_plan)["train"]
+    _assert_plan(got, full_plan, users)
+    assert job_counts(got)["train"] == job_counts(full_plan)["train"]
     assert not any(j["rule"] in ("prepare_data", "analysis") for j in got)
 
 
@@ -140,15 +168,15 @@ def _plot_module_cases():
 
 @pytest.mark.parametrize("module", _plot_module_cases())
 def test_editing_plotting_code_reruns_only_plots_and_report(local_study, full_plan, module):
-    plots.load_all()
-    src = local_study["project"] / "src" / "bnstudy"
-    families = {n for n, f in plots.FAMILIES.items() if module in tiny_study.imported_modules(
-        [f"plots/{f.module}.py", "plots/__init__.py"], src)}
+    users = _users(module, local_study["project"])
+    assert "report" in users  # the report's code hash covers every figure module
+    assert all(r == "report" or r.startswith("plot_") for r in users), users
     got = _edited(local_study["project"], module)
-    # the report's code hash covers every figure module (it embeds their report sections)
-    _assert_plan(got, full_plan, lambda j: j["rule"] == "report" or (
-        j["rule"] in PLOT_RULES and j["wildcards"]["family"] in families))
-    assert {j["rule"] for j in got} <= {*PLOT_RULES, "report", "all"}
+    _assert_plan(got, full_plan, users)
+    assert {j["rule"] for j in got} <= {r for r in users}
+    if module == "plots/__init__.py":  # the shared code: every figure family
+        assert {j["rule"] for j in got} == {j["rule"] for j in full_plan
+                                             if j["rule"].startswith("plot_")} | {"report"}
 
 
 def test_snakemake_report_builds_offline(local_study):
