@@ -1,8 +1,9 @@
 """Models built from a small typed config, with the normalizer injected.
 
 Every hidden layer is a :class:`Block`: ``linear/conv -> normalizer -> activation``. Measures find
-the blocks with :func:`blocks` and hook ``block.norm`` (its output is the pre-activation that the
-activation folds) or ``block.linear`` (its input is the layer's input).
+the blocks with :func:`blocks` and hook ``block.preact`` (its output is the pre-activation that
+the activation folds: the normalizer's output, plus the skip in a residual block's second block)
+or ``block.linear`` (its input is the layer's input).
 
 Architectures:
 
@@ -15,6 +16,17 @@ Architectures:
 - ``unit``: Luo et al.'s single-layer student ``y = g(norm(w^T x))``: one block whose map has
   no bias, no head, and the normalizer's shift (BN's beta) held at 0 in a buffer, as Luo §4
   freezes it; ``g`` is the identity for ``slope: 1`` (the linear student), ReLU for 0.
+- ``cnn``: Luo et al. §5's Salimans-Kingma CNN, widths times ``width_mult``
+  (:mod:`bnstudy.networks.cnn`).
+- ``resnet9`` (Page's DAWNBench ResNet9), ``resnet18`` (the CIFAR ResNet18): first-stage width
+  ``width`` (64 in the papers), the later stages 2, 4, 8 times it (:mod:`bnstudy.networks.resnet`;
+  :mod:`bnstudy.networks.blocks` says what a layer of a residual block is).
+
+``dropout`` (default 0: none): the probability of a dropout layer after each hidden block
+(``mlp``, ``dln``, ``vgg``, ``cnn``) or each residual block (``resnet9``, ``resnet18``; Luo's
+Fig. 2g-h: 0.1); its mask is drawn from the training step like a stochastic normalizer's noise.
+The dropout layers' seeds are drawn after the weights, so a model with dropout starts from the
+same weights as the one without (same seed).
 
 ``slope: 1`` gives an identity activation (not a leaky ReLU of slope 1), so measures and hooks
 see a linear unit.
@@ -30,7 +42,20 @@ from torch import nn
 
 from bnstudy.networks import normalizers
 from bnstudy.networks.archs import ARCHS, BIAS_INITS, INITS  # noqa: F401 (re-exported)
-from bnstudy.networks.blocks import Block, Net, activation, blocks, maps  # noqa: F401 (re-exported)
+from bnstudy.networks.blocks import (  # noqa: F401 (re-exported)
+    Block,
+    Net,
+    Residual,
+    StepDropout,
+    activation,
+    blocks,
+    maps,
+    with_dropout,
+)
+from bnstudy.networks.cnn import cnn
+from bnstudy.networks.resnet import resnet9, resnet18
+
+BUILDERS = {"cnn": cnn, "resnet9": resnet9, "resnet18": resnet18}
 
 
 @dataclass(frozen=True)
@@ -41,6 +66,7 @@ class ModelConfig:
     slope: float = 0.0
     channels: tuple = (32, "M", 64, "M", 128)
     width_mult: float = 1.0
+    dropout: float = 0.0
     init: str = "kaiming"
     bias_init: str = "zero"
     bias_std: float = 1.0
@@ -74,6 +100,12 @@ class ModelConfig:
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"model {key}={v!r}: allowed: an integer >= 1")
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) \
+                or not 0 <= self.dropout < 1:
+            raise ValueError(f"model dropout={self.dropout!r}: allowed: a number in [0, 1)")
+        if self.arch == "unit" and self.dropout:
+            raise ValueError(f"model dropout={self.dropout!r}: the unit student has no hidden "
+                             "block to drop out after; allowed: 0")
         for key, low in (("slope", 0.0), ("width_mult", 0.0), ("bias_std", 0.0)):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not low <= v < math.inf \
@@ -125,7 +157,7 @@ def build_model(cfg: ModelConfig | dict, norm: str, input_shape, out_dim: int) -
             layers.append(Block(lin, nz.layer(cfg.width, "fc"), activation(cfg.slope)))
             d = cfg.width
         head = nn.Linear(d, out_dim)
-        net = Net(nn.Sequential(*layers), head, input_shape, conv=False)
+        net = Net(nn.Sequential(*with_dropout(layers, cfg.dropout)), head, input_shape, conv=False)
     elif cfg.arch == "dln":
         if d_in != out_dim:
             raise ValueError(f"dln needs square maps: input dim {d_in} != output dim {out_dim}")
@@ -133,12 +165,14 @@ def build_model(cfg: ModelConfig | dict, norm: str, input_shape, out_dim: int) -
             lin = nz.wrap(nn.Linear(d_in, d_in, bias=False))
             layers.append(Block(lin, nz.layer(d_in, "fc"), nn.Identity()))
         head = nn.Linear(d_in, out_dim, bias=False)
-        net = Net(nn.Sequential(*layers), head, input_shape, conv=False)
+        net = Net(nn.Sequential(*with_dropout(layers, cfg.dropout)), head, input_shape, conv=False)
     elif cfg.arch == "unit":
         lin = nz.wrap(nn.Linear(d_in, out_dim, bias=False))
         block = Block(lin, nz.layer(out_dim, "fc"), activation(cfg.slope))
         _freeze_shift(block.norm)
         net = Net(nn.Sequential(block), nn.Identity(), input_shape, conv=False)
+    elif cfg.arch in BUILDERS:
+        net = BUILDERS[cfg.arch](cfg, nz, input_shape, out_dim)
     else:
         if len(input_shape) != 3:
             raise ValueError(f"vgg needs (C, H, W) inputs, got input shape {tuple(input_shape)}")
@@ -152,9 +186,18 @@ def build_model(cfg: ModelConfig | dict, norm: str, input_shape, out_dim: int) -
             layers.append(Block(conv, nz.layer(w, "conv"), activation(cfg.slope)))
             c = w
         head = nn.Linear(c, out_dim)
-        net = Net(nn.Sequential(*layers), head, input_shape, conv=True)
+        net = Net(nn.Sequential(*with_dropout(layers, cfg.dropout)), head, input_shape, conv=True)
     _initialize(net, cfg)
+    _seed_dropout(net)
     return net
+
+
+@torch.no_grad()
+def _seed_dropout(net: nn.Module) -> None:
+    """Each dropout layer's mask seed, drawn from torch's global RNG after the weights."""
+    for m in net.modules():
+        if isinstance(m, StepDropout):
+            m.noise_seed.fill_(int(torch.randint(0, 2**62, ())))
 
 
 def _base(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:

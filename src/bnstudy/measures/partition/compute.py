@@ -3,13 +3,15 @@
 A ReLU/leaky-ReLU network is a continuous piecewise-affine spline; its input-space partition
 boundary is the union of the folded hyperplanes ``F_{l,k} = {x : h_{l,k}(x) = 0}``, one per hidden
 unit, where ``h_{l,k}`` is the unit's pre-activation (after the normalizer, before the activation;
-BN-Explained eqs. (10)-(11)). BN-Explained §3.3 (Figs. 3-4) measures how densely these boundaries
-concentrate around a point by counting the folded hyperplanes passing through an epsilon-ball of
-radius ``r`` centred on it. A unit is one element of a block's pre-activation: a neuron of a fully
-connected layer, one output channel at one spatial position of a conv layer; a layer is a block
-whose activation has a kink at 0 (ReLU, leaky-ReLU with slope != 1); max-pooling kinks and the
-linear head are not counted. The count is per unit (folded hyperplane ``F_{l,k}``), not per facet
-``F_{l,k,omega}`` as in the paper's Fig. 3 wording. Two methods (``method``, recorded per row):
+BN-Explained eqs. (10)-(11); in a residual block whose skip joins before the second activation, the
+sum of the normalizer's output and the skip: ``block.preact``'s output). BN-Explained §3.3 (Figs.
+3-4) measures how densely these boundaries concentrate around a point by counting the folded
+hyperplanes passing through an epsilon-ball of radius ``r`` centred on it. A unit is one element of
+a block's pre-activation: a neuron of a fully connected layer, one output channel at one spatial
+position of a conv layer; a layer is a block whose activation has a kink at 0 (ReLU, leaky-ReLU
+with slope != 1); max-pooling kinks and the linear head are not counted. The count is per unit
+(folded hyperplane ``F_{l,k}``), not per facet ``F_{l,k,omega}`` as in the paper's Fig. 3 wording.
+Two methods (``method``, recorded per row):
 
 - ``distance`` (default): a unit counts at ``x`` when ``|h(x)| < r ||grad_x h(x)||``, i.e. the
   distance ``|h(x)| / ||grad_x h(x)||`` from ``x`` to the zero set of the unit's local affine piece
@@ -130,7 +132,7 @@ def count_blocks(net: nn.Module, opts: Options, sets: dict, grid, directions: to
     layers = kinked_blocks(net)
     blocks, maps = {}, None
     if opts.method == "distance":
-        norms = [b.norm for _, b in layers]
+        norms = [b.preact for _, b in layers]
         stats: dict = {}
         x = torch.as_tensor(np.concatenate([sets[s] for s in opts.point_sets]), device=dev)
         counts, neurons = partition_distance.distance_counts(net, norms, x, opts.radii,
@@ -195,7 +197,7 @@ def measure(model: nn.Module, ds, options: dict | Options | None = None,
         shrink, n_dir = 1.0, xtr.shape[1]
     else:
         shrink = partition_distance.polytope_shrink(
-            net, kinked_blocks(net)[0][1].norm, xtr.mean(0, keepdim=True), directions,
+            net, kinked_blocks(net)[0][1].preact, xtr.mean(0, keepdim=True), directions,
             opts.chunk_rows)
         n_dir = len(directions)
     rows = []

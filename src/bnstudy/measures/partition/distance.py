@@ -1,6 +1,6 @@
 """Distances from a point to the hidden units' boundaries, for the partition-density measure.
 
-For a hidden unit with pre-activation ``h(x)`` (``block.norm``'s output; for a conv layer one
+For a hidden unit with pre-activation ``h(x)`` (``block.preact``'s output; for a conv layer one
 unit per output channel x spatial position), ``d(x) = |h(x)| / ||grad_x h(x)||`` is the distance
 from ``x`` to the zero set of the unit's local affine piece. In the region where the network is
 affine around ``x`` (no earlier boundary crossed) it is the exact Euclidean distance to the unit's

@@ -4,7 +4,8 @@ The neighbourhood of a point ``x`` is the cross-polytope of radius ``r`` with th
 vertices ``x +- r v_j`` along a fixed orthonormal frame ``v_1..v_k`` (:func:`frame`). A unit
 counts when its pre-activation takes both strictly positive and strictly negative values over the
 vertices (a vertex exactly on the boundary does not make a crossing); one batched forward pass
-over all vertices of all points, with a hook on every counted block's normalizer output. For an
+over all vertices of all points, with a hook on every counted block's pre-activation
+(``block.preact``: the normalizer's output, plus the skip in a residual join). For an
 affine unit the test is exact for the polytope: its hyperplane meets the polytope's interior iff
 ``|h(x)| < r max_j |h(x + v_j) - h(x)|``. :mod:`bnstudy.measures.partition.compute` documents how
 this
@@ -41,7 +42,7 @@ class Counts:
 @torch.no_grad()
 def crossing_counts(net: nn.Module, layers: list, centers: torch.Tensor, radii: torch.Tensor,
                     directions: torch.Tensor, chunk_rows: int = 65536) -> Counts:
-    """Per center and layer, the units whose pre-activation (``block.norm``'s output) changes
+    """Per center and layer, the units whose pre-activation (``block.preact``'s output) changes
     sign over the vertices ``centers[i] +- radii[i] * directions[j]``; ``layers``: the
     ``(1-based index, block)`` pairs to count (``partition_density.kinked_blocks(net)``).
     ``net`` is used as given (freeze it first); hooks are removed afterwards."""
@@ -64,7 +65,7 @@ def crossing_counts(net: nn.Module, layers: list, centers: torch.Tensor, radii: 
             state["counts"][j], state["neurons"][j] = count, h.shape[2]
         return f
 
-    handles = [b.norm.register_forward_hook(hook(j)) for j, (_, b) in enumerate(layers)]
+    handles = [b.preact.register_forward_hook(hook(j)) for j, (_, b) in enumerate(layers)]
     out = torch.empty(len(centers), len(layers))
     forwards = 0
     try:
