@@ -19,16 +19,21 @@ checkpoint; one with ``before_update`` (population_norm's statistics) gets it at
 every step, before that step's evaluation, checkpoint and update. Hooks keep all they compute in
 parameters and buffers, so checkpoints restore and replay without them.
 
-A run can be resumed: at every checkpoint the full trainer state (model, optimizer, sampler and
-RNG states, history so far) goes to ``resume_path``; a restarted job with the same spec continues
-from there and produces the same checkpoints and history as an uninterrupted run. The resume file
-carries a checksum (:func:`bnstudy.io.save_pt`); a corrupt or truncated one is discarded with a
-warning and the run starts afresh (it is no workflow output, so nothing else would remove it).
+Learning rate and inputs: the lr of step ``t`` comes from the config's schedule
+(:mod:`bnstudy.train.schedules`: decay, warm-up, batch-size scaling), set in the optimizer before
+the checkpoint and recorded in the history; with ``augment: true`` update ``t`` sees its batch's
+images randomly cropped and flipped as a function of (seed, ``t``) (:mod:`bnstudy.train.augment`).
+
+A run can be resumed (:mod:`bnstudy.train.resume`): at every checkpoint the full trainer state
+(model, optimizer, sampler and RNG states, history so far) goes to ``resume_path``; a restarted job
+with the same spec continues from there and produces the same checkpoints and history as an
+uninterrupted run. The resume file carries a checksum (:func:`bnstudy.io.save_pt`); a corrupt or
+truncated one is discarded with a warning and the run starts afresh (it is no workflow output, so
+nothing else would remove it).
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 import time
@@ -39,11 +44,10 @@ import torch
 from torch import nn
 
 from bnstudy.data import Dataset
-from bnstudy.io import CorruptFile, load_pt, save_pt, stable_hash
+from bnstudy.io import stable_hash
 from bnstudy.networks import models, normalizers
-from bnstudy.train import progress
-
-RESUME_KIND = "resume state"
+from bnstudy.train import augment, progress, resume, schedules
+from bnstudy.train.resume import RESUME_KIND, to_cpu  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,16 @@ class TrainConfig:
     steps: int = 500
     eval_every: int = 50
     checkpoints: tuple = (0,)  # steps at which checkpoints are saved; the last step is added
+    # the learning-rate schedule (:mod:`bnstudy.train.schedules`)
+    lr_schedule: str = "constant"  # constant | inverse_time | exponential | step
+    lr_decay: float = 0.0  # inverse_time, exponential: decay rate per step
+    lr_milestones: tuple = ()  # step: where the lr is multiplied by lr_step_factor
+    lr_milestone_unit: str = "step"  # step | epoch
+    lr_step_factor: float = 0.1
+    warmup_steps: int = 0  # linear warm-up
+    lr_reference_batch: int | None = None  # lr * batch_size / lr_reference_batch when set
+    augment: bool = False  # random crop + horizontal flip (:mod:`bnstudy.train.augment`)
+    augment_padding: int = 4
 
     @classmethod
     def from_dict(cls, d: dict) -> TrainConfig:
@@ -84,6 +98,8 @@ class TrainConfig:
                 raise ValueError(f"training checkpoints={ck!r}: allowed: a list of integer steps "
                                  f"in 0..{steps} (steps)")
             d["checkpoints"] = tuple(ck)
+        d.update(schedules.check(d))
+        augment.check(d.get("augment", False), d.get("augment_padding", cls.augment_padding))
         return cls(**d)
 
     def checkpoint_steps(self) -> list[int]:
@@ -181,19 +197,9 @@ def _snapshot(model, opt, batch, step) -> dict:
     return {
         "step": step,
         "model": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
-        "optimizer": _to_cpu(opt.state_dict()),
+        "optimizer": to_cpu(opt.state_dict()),
         "batch": batch.cpu().clone(),
     }
-
-
-def _to_cpu(obj):
-    if torch.is_tensor(obj):
-        return obj.detach().cpu().clone()
-    if isinstance(obj, dict):
-        return {k: _to_cpu(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_to_cpu(v) for v in obj]
-    return obj
 
 
 def train(spec: dict, ds: Dataset, device: str = "auto", resume_path=None) -> dict:
@@ -214,11 +220,14 @@ def train(spec: dict, ds: Dataset, device: str = "auto", resume_path=None) -> di
     if nz.on_init is not None:  # e.g. bn_init; a resumed run then loads its saved state over it
         nz.on_init(model, ctx, nz.options)
     sampler = BatchSampler(len(xtr), cfg.batch_size, seed)
+    lr_at = schedules.from_config(cfg, len(xtr))
+    if cfg.augment:
+        augment.check_images(ds.input_shape)
     ckpt_steps = set(cfg.checkpoint_steps())
     key = _resume_key(spec, ds)
     state = {"step": 0, "checkpoints": [], "history": [], "elapsed": 0.0}
     if resume_path is not None:
-        state = _try_resume(resume_path, key, model, opt, sampler) or state
+        state = resume.load(resume_path, key, model, opt, sampler) or state
     diverged, t0 = False, time.perf_counter() - state["elapsed"]
     pending = state.get("replay_batch")
     model.train()
@@ -226,27 +235,32 @@ def train(spec: dict, ds: Dataset, device: str = "auto", resume_path=None) -> di
         batch = (sampler.next() if pending is None else pending).to(dev)
         pending = None
         normalizers.set_step(model, step)  # noisy BN: this step's noise in every pass (ckpt too)
+        lr = lr_at(step)
+        for group in opt.param_groups:  # before the checkpoint: its optimizer replays update t
+            group["lr"] = lr
         if nz.before_update is not None:  # e.g. population_norm's statistics, before eval/ckpt
             nz.before_update(model, ctx, step, nz.options)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             for split, (x, y) in (("train", (xtr, ytr)), ("test", (xte, yte))):
                 loss, acc = evaluate(model, x, y, ds.task)
                 state["history"].append({"step": step, "split": split, "loss": loss,
-                                         "accuracy": acc, "lr": cfg.lr,
+                                         "accuracy": acc, "lr": lr,
                                          "wall_time": time.perf_counter() - t0})
             progress.report(spec, step, cfg.steps, state["history"], ds.task)
         if step in ckpt_steps:
             state["checkpoints"].append(_snapshot(model, opt, batch, step))
             if resume_path is not None and step < cfg.steps:
-                _save_resume(resume_path, key, step, model, opt, sampler, state, t0, batch)
+                resume.save(resume_path, key, step, model, opt, sampler, state, t0, batch)
         if step == cfg.steps:
             break
         opt.zero_grad(set_to_none=True)
-        loss = lf(model(xtr[batch]), ytr[batch])
+        xb = xtr[batch] if not cfg.augment else augment.batch_inputs(
+            xtr[batch], seed, step, cfg.augment_padding, ds.input_shape)
+        loss = lf(model(xb), ytr[batch])
         if not torch.isfinite(loss):
             diverged = True
             state["history"].append({"step": step, "split": "batch", "loss": loss.item(),
-                                     "accuracy": float("nan"), "lr": cfg.lr,
+                                     "accuracy": float("nan"), "lr": lr,
                                      "wall_time": time.perf_counter() - t0})
             break
         loss.backward()
@@ -273,40 +287,6 @@ def _resume_key(spec: dict, ds: Dataset) -> str:
         h.update(f.relative_to(root).as_posix().encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
-
-
-def _save_resume(path, key, step, model, opt, sampler, state, t0, batch) -> None:
-    blob = {"key": key, "step": step, "model": _to_cpu(model.state_dict()),
-            "optimizer": _to_cpu(opt.state_dict()), "checkpoints": state["checkpoints"],
-            "history": state["history"], "elapsed": time.perf_counter() - t0,
-            "sampler": sampler.state(), "torch_rng": torch.get_rng_state(),
-            # taken *before* update ``step`` whose batch is already drawn: replay it on load
-            "pending_batch": batch.cpu()}
-    save_pt(blob, path, RESUME_KIND)
-
-
-def _try_resume(path, key, model, opt, sampler) -> dict | None:
-    if not Path(path).exists():
-        return None
-    try:
-        blob = load_pt(path, RESUME_KIND)
-    except CorruptFile as e:  # not a workflow output: nobody else would ever remove it
-        logging.getLogger("bnstudy").warning("discarding the resume state: %s; training starts "
-                                             "afresh", str(e).split("; delete it")[0])
-        Path(path).unlink(missing_ok=True)
-        return None
-    if blob.get("key") != key:  # another spec, other data or other code: start afresh
-        logging.getLogger("bnstudy").info("ignoring %s: saved by another run", path)
-        return None
-    logging.getLogger("bnstudy").info("resuming from %s at step %d", path, blob["step"])
-    model.load_state_dict(blob["model"])
-    opt.load_state_dict(blob["optimizer"])
-    sampler.load_state(blob["sampler"])
-    torch.set_rng_state(blob["torch_rng"])
-    # Step ``blob["step"]`` is redone from its saved start (same eval, same snapshot).
-    return {"step": blob["step"], "checkpoints": blob["checkpoints"][:-1],
-            "history": [h for h in blob["history"] if h["step"] < blob["step"]],
-            "elapsed": blob["elapsed"], "replay_batch": blob["pending_batch"]}
 
 
 def history_frame(result: dict):
