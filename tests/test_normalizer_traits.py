@@ -32,7 +32,8 @@ from bnstudy.train import loop as training
 MLP = {"arch": "mlp", "depth": 2, "width": 6}
 VGG = {"arch": "vgg", "channels": [3, "M", 4]}
 QUIET = {"noisy_batchnorm": {"n_mu": 0.0, "n_sigma": 1.0, "r_mu": 0.0, "r_sigma": 0.0},
-         "ghost_batchnorm": {"ghost_batch_size": 1000}}  # their training maps made deterministic
+         "ghost_batchnorm": {"ghost_batch_size": 1000},
+         "batchnorm_jitter": {"extra_variance": 0.0}}  # their training maps made deterministic
 
 
 def _cfg(name, options=None):

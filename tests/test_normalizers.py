@@ -18,7 +18,7 @@ from bnstudy.networks.norms import layers as nl
 EPS = 1e-5
 NEW = ["noisy_batchnorm", "ghost_batchnorm", "l1norm", "l2norm", "linfnorm", "instancenorm",
        "population_norm", "weightnorm_meanonly_bn", "weightnorm_varonly_bn", "bn_init",
-       "zero_bias", "random_bias", "weightnorm_gamma_decay"]
+       "zero_bias", "random_bias", "weightnorm_gamma_decay", "batchnorm_jitter"]
 OLD = ["none", "batchnorm", "batchnorm_fixed_affine", "layernorm", "groupnorm", "weightnorm"]
 
 

@@ -44,6 +44,8 @@ groupnorm                     ``groups`` (8): the largest divisor of the width <
 noisy_batchnorm               ``n_mu`` (0.5), ``n_sigma`` (1.25), ``r_mu`` (0.1), ``r_sigma``
                               (0.1): Santurkar Alg. 1; ``eval_noise`` ("mean" | "off")
 ghost_batchnorm               ``ghost_batch_size`` (16): virtual batch size of the statistics
+batchnorm_jitter              ``extra_variance`` (0.15): BN-Explained §5's jitter: noise that
+                              raises var(mu_B), var(sigma_B) by this fraction
 population_norm               ``n_samples`` (1024): training inputs in the population;
                               ``refresh_every`` (1): steps between re-estimates; ``zeta``
                               ("eq3" | number >= 0): gamma-decay factor; ``zeta_batch_size``
@@ -70,6 +72,7 @@ from torch import nn
 from torch.nn.utils import parametrizations
 
 from bnstudy.networks.norms import fixed as nlf
+from bnstudy.networks.norms import jitter as njit
 from bnstudy.networks.norms import layers as nl
 from bnstudy.networks.norms import noisy as nln
 from bnstudy.networks.norms import population as npop
@@ -269,6 +272,13 @@ register(Normalizer(
     options={"n_mu": 0.5, "n_sigma": 1.25, "r_mu": 0.1, "r_sigma": 0.1, "eval_noise": "mean"},
     description="BatchNorm followed by Santurkar's Algorithm 1 time-varying noise"))
 register(Normalizer(
+    "batchnorm_jitter", lambda c, kind, **o: njit.JitterBatchNorm(c, **o), **BN, stochastic=True,
+    options={"extra_variance": 0.15},
+    check=lambda o: _require(o, "extra_variance", lambda v: _number(0)(v) and math.isfinite(v),
+                             "a finite number >= 0"),
+    description="BN with jitter: extra noise raising var(mu_B), var(sigma_B) by extra_variance "
+                "(BN-Explained §5)"))
+register(Normalizer(
     "ghost_batchnorm", lambda c, kind, **o: nl.GhostBatchNorm(c, **o), **BN,
     options={"ghost_batch_size": 16},
     description="BatchNorm over virtual batches (BN-Explained's noise-controlled BN)"))
@@ -318,7 +328,7 @@ def batch_statistics_layers(model: nn.Module) -> list[nl.BatchStatistics]:
 
 def batchnorm_modules(model: nn.Module) -> list[nl.BatchStatistics]:
     """The batch-statistics layers whose statistics are a mean and a variance held in BN's
-    running buffers (BN and its noisy, ghost, mean-only and variance-only variants): the
+    running buffers (BN and its noisy, jitter, ghost, mean-only and variance-only variants): the
     :func:`batch_statistics_layers` without the l_p norms (whose statistics are a mean and an
     l_p scale)."""
     return [m for m in batch_statistics_layers(model) if m.STATISTICS == ("mean", "var")]
