@@ -16,11 +16,11 @@ import shlex
 import sys
 from pathlib import Path
 
+import harness
 import pandas as pd
 import pytest
-import tiny_study
 import yaml
-from tiny_study import snakemake
+from harness import snakemake
 
 from bnstudy import cli, io, tables
 
@@ -42,14 +42,9 @@ REDIRECTION = {">", ">&"}
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    """The tiny study (2 runs, 20 steps), its results directory relative to the project."""
-    root = tmp_path_factory.mktemp("safety") / "project"
-    tiny_study.copy_project(root, source=tiny_study.snapshot(tmp_path_factory), steps=20)
-    cfg_path = root / "config" / "config.yaml"
-    cfg = yaml.safe_load(cfg_path.read_text())
-    cfg["results"] = "results"
-    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return root
+    """The tiny study, its results directory relative to the project."""
+    return harness.copy_project(tmp_path_factory.mktemp("safety") / "project",
+                                source=harness.snapshot(tmp_path_factory))
 
 
 def _marks(root: Path) -> list[Path]:
@@ -72,7 +67,7 @@ def _words(command: str) -> list[str]:
 def test_every_command_keeps_the_results_path_one_word(project, given, expected):
     proc = snakemake(project, "-n", "-p", "--forceall", "--config", f"results={given}")
     commands = _commands(proc.stdout + proc.stderr)
-    jobs = [j for j in tiny_study.planned_jobs(proc.stdout) if j["rule"] != "all"]
+    jobs = [j for j in harness.planned_jobs(proc.stdout) if j["rule"] != "all"]
     assert len(commands) == len(jobs)  # one command per job: every rule's command is checked
     assert {c.split()[3] for c in commands} >= {"train", "measure", "aggregate", "plot",
                                                 "report", "claims", "prepare-data"}
@@ -102,14 +97,18 @@ def test_a_job_runs_with_the_path_as_a_name_not_a_command(project, given, expect
 
 
 def test_aggregation_runs_with_a_hostile_path(project):
-    """Training and the aggregate verb (the grid on its command line) under a hostile path."""
+    """Training, a measure job (its runs' grid and its table paths on the command line) and
+    the aggregate verb (the grid on its command line) under a hostile path."""
     results = "x;touch PWNED;`touch PWNED`$(touch PWNED) y/"
     norm = os.path.normpath(results)
-    snakemake(project, "--cores", "2", f"{norm}/tables/training.parquet", "--config",
-              f"results={results}")
+    snakemake(project, "--cores", "2", f"{norm}/tables/training.parquet",
+              f"{norm}/runs/dln/generalization.parquet", "--config", f"results={results}")
     df = pd.read_parquet(project / norm / "tables" / "training.parquet")
     assert sorted(set(df["norm"])) == ["batchnorm", "none"]
     assert (project / norm / "logs" / "aggregate" / "training.log").is_file()
+    ge = pd.read_parquet(project / norm / "runs" / "dln" / "generalization.parquet")
+    assert ge[["experiment", "norm", "seed"]].values.tolist() == [["dln", "batchnorm", 0]]
+    assert (project / norm / "logs" / "generalization" / "dln.log").is_file()
     assert not _marks(project.parent)
 
 
@@ -171,19 +170,23 @@ def test_grid_files_rejects_a_bad_grid(grid, name, message):
         tables.grid_files("results", grid, name)
 
 
-def test_a_grid_of_thousands_of_runs_keeps_the_aggregate_command_small(project):
-    cfg = yaml.safe_load((project / "config" / "config.yaml").read_text())
-    cfg["experiments"]["star"].update(seeds=list(range(2000)), measures=[])
+def test_a_grid_of_thousands_of_runs_keeps_the_commands_small(project):
+    """The aggregate job of 4000 runs and the measure job of their experiment name the runs by
+    their grid, not their files."""
+    cfg = harness.only_experiments(yaml.safe_load(
+        (project / "config" / "config.yaml").read_text()), "star")
+    cfg["experiments"]["star"].update(seeds=list(range(2000)), measures=["generalization"])
     cfg_path = project / "big.yaml"
-    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    harness.write_config(cfg_path, cfg)
     proc = snakemake(project, "-n", "-p", "results/tables/training.parquet",
-                     "--configfile", str(cfg_path))
-    commands = [c for c in _commands(proc.stdout) if " aggregate " in c]
-    assert len(commands) == 1
-    assert len(commands[0]) < 20_000, len(commands[0])  # 4000 runs; a file list: 220 KB
-    words = _words(commands[0])
-    grid = json.loads(words[words.index("--grid") + 1])
-    assert len(tables.grid_files("results", grid, "history.parquet")) == 4000
+                     "results/runs/star/generalization.parquet", "--configfile", str(cfg_path))
+    for verb, name in (("aggregate", "history.parquet"), ("measure", "checkpoints.pt")):
+        commands = [c for c in _commands(proc.stdout) if f" {verb} " in c]
+        assert len(commands) == 1, verb
+        assert len(commands[0]) < 20_000, len(commands[0])  # 4000 runs; a file list: 220 KB
+        words = _words(commands[0])
+        grid = json.loads(words[words.index("--grid") + 1])
+        assert len(tables.grid_files("results", grid, name)) == 4000
 
 
 # -- retries and rebuilding ------------------------------------------------------------------
@@ -229,7 +232,7 @@ def test_a_deleted_intermediate_file_is_rebuilt_by_the_documented_commands(proje
     assert missing == [run]
     snakemake(project, "--cores", "2", *missing, *args)
     assert (project / run).is_file()
-    jobs = tiny_study.planned_jobs(snakemake(project, "-n", table, *args).stdout)
+    jobs = harness.planned_jobs(snakemake(project, "-n", table, *args).stdout)
     assert [j["rule"] for j in jobs] == ["aggregate"]
     assert "Input files updated by another job" in jobs[0]["reason"] or \
         "Updated input files" in jobs[0]["reason"], jobs
