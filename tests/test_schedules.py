@@ -181,3 +181,41 @@ def test_resume_is_exact_with_schedule_and_augmentation(digit_images, tmp_path, 
     drop = lambda r: pd.DataFrame(r["history"]).drop(columns="wall_time")  # noqa: E731
     pd.testing.assert_frame_equal(drop(full), drop(resumed), check_exact=True)
     assert math.isclose(full["history"][-1]["lr"], 0.05)
+
+
+def test_the_schema_takes_every_training_option_and_jitter_without_defaults():
+    import dataclasses
+
+    from bnstudy.config_file import ConfigError, validate_schema
+    from bnstudy.networks import normalizers
+
+    schema = _schema()
+    trainings = schema["properties"]["trainings"]["additionalProperties"]["properties"]
+    assert set(trainings) == {f.name for f in dataclasses.fields(training.TrainConfig)}
+    new = set(schedules.DEFAULTS) | {"augment", "augment_padding"}
+    assert not any("default" in trainings[k] for k in new)  # run specs of old configs unchanged
+    models = schema["properties"]["models"]["additionalProperties"]["properties"]
+    options = set(models["norm_options"]["additionalProperties"]["properties"])
+    assert set(normalizers.get("batchnorm_jitter").options) <= options
+    cfg = {"datasets": {"d": {"kind": "digits"}},
+           "models": {"m": {"arch": "mlp", "norm_options": {"batchnorm_jitter": {
+               "extra_variance": 0.15}}}},
+           "trainings": {"t": {"lr": 0.1, "steps": 5, **{k: v for k, v in SCHEDULED.items()
+                                                         if k in new}}},
+           "experiments": {"e": {"dataset": "d", "model": "m", "training": "t",
+                                 "norms": ["batchnorm_jitter"], "seeds": [0]}}}
+    validate_schema(cfg)
+    assert set(cfg["trainings"]["t"]) - new == {"lr", "steps", "momentum", "weight_decay",
+                                                 "batch_size", "eval_every", "checkpoints"}
+    cfg["trainings"]["t"]["lr_schedule"] = "cosine"
+    with pytest.raises(ConfigError, match="lr_schedule"):
+        validate_schema(cfg)
+
+
+def _schema():
+    from pathlib import Path
+
+    import yaml
+
+    return yaml.safe_load((Path(__file__).parents[1] / "workflow/schemas/config.schema.yaml")
+                          .read_text())
