@@ -213,3 +213,73 @@ def test_sigkilled_cli_training_resumes_to_identical_outputs(tmp_path):
     assert_same_run(full, {**run, "history": pd.read_parquet(out_hist)[
         ["step", "split", "loss", "accuracy", "lr", "wall_time"]].to_dict("records")})
     assert killed_at in (500, 1000)
+
+
+def _train_processes(project: Path) -> list[int]:
+    """PIDs of the ``bnstudy train`` processes running in ``project`` (started by this test's
+    Snakemake: their command line names the project's results)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:  # the process ended meanwhile
+            continue
+        if args[1:4] == [b"-m", b"bnstudy", b"train"]:
+            try:
+                here = Path(f"/proc/{cmdline.parent.name}/cwd").resolve()
+            except OSError:
+                continue
+            if here == project.resolve():
+                found.append(int(cmdline.parent.name))
+    return found
+
+
+@pytest.mark.workflow
+def test_workflow_resumes_a_killed_train_job(tmp_path_factory):
+    """The default profile's retry of a train job killed mid-run (SIGKILL of its process, as
+    the out-of-memory killer does) resumes from its resume file, in the same Snakemake command,
+    and ends with the history and checkpoints of an uninterrupted run. The tiny study cut to
+    one star run of 1500 steps (long enough to be killed after its step-500 checkpoint), no
+    measures."""
+    import harness
+
+    cfg = harness.only_experiments(harness.tiny_config(), "star")
+    cfg["experiments"]["star"].update(norms=["batchnorm"], seeds=[0], measures=[])
+    cfg["trainings"]["sgd"].update(steps=1500, eval_every=100, checkpoints=[0, 500, 1000])
+    project = harness.copy_project(tmp_path_factory.mktemp("resume") / "project",
+                                   source=harness.snapshot(tmp_path_factory), config=cfg)
+    run = project / "results" / "runs" / "star" / "batchnorm" / "seed0"
+    target = "results/tables/training.parquet"
+    proc = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", target],
+                            cwd=project, env=harness.env(project), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    killed = None
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None and killed is None:
+            resume = run / "resume.pt"
+            if resume.exists() and io.load_pt(resume, training.RESUME_KIND)["step"] >= 500:
+                for pid in _train_processes(project):
+                    os.kill(pid, signal.SIGKILL)
+                    killed = pid
+            time.sleep(0.05)
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert killed is not None, f"the train job ended before it could be killed:\n{out[-3000:]}"
+    assert proc.returncode == 0, out[-6000:]
+    log = (project / "results" / "logs" / "train" / "star" / "batchnorm" / "seed0.log")
+    assert "resuming from" in log.read_text(), log.read_text()[-2000:]
+    assert not (run / "resume.pt").exists()
+    # the same study uninterrupted, into another results directory
+    harness.snakemake(project, "--cores", "1", "results_ref/tables/training.parquet",
+                      "--config", "results=results_ref")
+    ref = project / "results_ref" / "runs" / "star" / "batchnorm" / "seed0"
+    a, b = checkpoints.load(run / "checkpoints.pt"), checkpoints.load(ref / "checkpoints.pt")
+    history = [pd.read_parquet(d / "history.parquet") for d in (run, ref)]
+    assert_same_run({**a, "history": history[0].to_dict("records")},
+                    {**b, "history": history[1].to_dict("records")})
+    harness.assert_tables_equal(harness.read_tables(project / "results"),
+                                harness.read_tables(project / "results_ref"))
