@@ -14,8 +14,9 @@ Each dataset is prepared once into an ``.npz`` file holding ``x_train, y_train, 
   generalization error (Eq. 16-17). Teacher, training inputs, training noise and test set come
   from separate streams of ``seed``: the teacher and the test set do not depend on alpha, and the
   training set of a smaller load is a prefix of a larger one's.
-- ``mnist``, ``cifar10``: the real image sets, read from their standard files in ``data_dir``
-  (downloaded there when ``download: true`` and the network allows it).
+- ``mnist``, ``cifar10``, ``cifar100``, ``svhn``: the real image sets, read from their standard
+  files in ``data_dir`` (downloaded there when ``download: true`` and the network allows it;
+  :mod:`bnstudy.data.files`); ``cifar100``'s ``label`` picks its 100 fine or 20 coarse classes.
 """
 
 from __future__ import annotations
@@ -122,20 +123,29 @@ def _digits(test_fraction=0.25, seed=0, image=True) -> Dataset:
     return Dataset(xtr, ytr, xte, yte, meta)
 
 
+def _real_set(name: str, data_dir, download, n_train, n_test, seed, **kw) -> Dataset:
+    xtr, ytr, xte, yte, shape, classes = realdata.load(name, Path(data_dir), download, **kw)
+    rng = np.random.default_rng(seed)
+    if n_train is not None and n_train < len(xtr):
+        keep = np.sort(rng.choice(len(xtr), n_train, replace=False))
+        xtr, ytr = xtr[keep], ytr[keep]
+    if n_test is not None and n_test < len(xte):
+        keep = np.sort(rng.choice(len(xte), n_test, replace=False))
+        xte, yte = xte[keep], yte[keep]
+    meta = {"task": "classification", "out_dim": classes, "input_shape": list(shape)}
+    return Dataset(xtr, ytr, xte, yte, meta)
+
+
 def _real(name: str) -> Callable[..., Dataset]:
     def load(data_dir="data", download=False, n_train=None, n_test=None, seed=0) -> Dataset:
-        xtr, ytr, xte, yte, shape = realdata.load(name, Path(data_dir), download)
-        rng = np.random.default_rng(seed)
-        if n_train is not None and n_train < len(xtr):
-            keep = np.sort(rng.choice(len(xtr), n_train, replace=False))
-            xtr, ytr = xtr[keep], ytr[keep]
-        if n_test is not None and n_test < len(xte):
-            keep = np.sort(rng.choice(len(xte), n_test, replace=False))
-            xte, yte = xte[keep], yte[keep]
-        meta = {"task": "classification", "out_dim": 10, "input_shape": list(shape)}
-        return Dataset(xtr, ytr, xte, yte, meta)
+        return _real_set(name, data_dir, download, n_train, n_test, seed)
 
     return load
+
+
+def _cifar100(data_dir="data", download=False, n_train=None, n_test=None, seed=0,
+              label="fine") -> Dataset:
+    return _real_set("cifar100", data_dir, download, n_train, n_test, seed, label=label)
 
 
 GENERATORS: dict[str, Callable[..., Dataset]] = {
@@ -145,6 +155,8 @@ GENERATORS: dict[str, Callable[..., Dataset]] = {
     "teacher_student": _teacher_student,
     "mnist": _real("mnist"),
     "cifar10": _real("cifar10"),
+    "cifar100": _cifar100,
+    "svhn": _real("svhn"),
 }
 
 
@@ -162,8 +174,11 @@ class Option:
     maximum: float | None = None  # exclusive
     nullable: bool = False
     even: bool = False
+    choices: tuple[str, ...] = ()  # for type str: the valid values (empty: any string)
 
     def allowed(self) -> str:
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
         what = {"int": "an integer", "number": "a finite number", "bool": "true or false",
                 "str": "a string"}[self.type]
         if self.even:
@@ -180,7 +195,7 @@ class Option:
         if self.type == "bool":
             return isinstance(v, bool)
         if self.type == "str":
-            return isinstance(v, str)
+            return isinstance(v, str) and (not self.choices or v in self.choices)
         if isinstance(v, bool) or not isinstance(v, int if self.type == "int" else (int, float)):
             return False
         if not math.isfinite(v) or (self.even and v % 2):
@@ -215,9 +230,12 @@ OPTIONS: dict[str, dict[str, Option]] = {
                         "S": Option("number", 0), "n_test": _SIZE, "seed": _SEED},
     "mnist": _REAL,
     "cifar10": _REAL,
+    "cifar100": {**_REAL, "label": Option("str", choices=realdata.CIFAR100_LABELS)},
+    "svhn": _REAL,
 }
 DIGITS_SIZE, DIGITS_CLASSES = 1797, 10  # scikit-learn's bundled digits
-REAL_SIZES = {"mnist": (60000, 10000, (1, 28, 28)), "cifar10": (50000, 10000, (3, 32, 32))}
+REAL_SIZES = {"mnist": (60000, 10000, (1, 28, 28)), "cifar10": (50000, 10000, (3, 32, 32)),
+              "cifar100": (50000, 10000, (3, 32, 32)), "svhn": (73257, 26032, (3, 32, 32))}
 
 
 def _with_defaults(kind: str, options: dict) -> dict:
@@ -272,6 +290,8 @@ def shape(kind: str, options: dict | None) -> tuple[tuple, int]:
         return ((1, 8, 8) if o["image"] else (64,)), 10
     if kind == "teacher_student":
         return (o["N"],), 1
+    if kind == "cifar100":
+        return REAL_SIZES[kind][2], 20 if o["label"] == "coarse" else 100
     return REAL_SIZES[kind][2], 10
 
 
