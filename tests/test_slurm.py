@@ -1,11 +1,16 @@
 """The tiny study through the ``slurm`` workflow profile on a real (local, single-node) SLURM.
 
 One Snakemake run with ``--workflow-profile workflow/profiles/slurm`` submits every job with
-sbatch to the cluster of :mod:`slurm_fixture`. While it runs, the train job is cancelled
+sbatch to the cluster of :mod:`slurm_fixture`. While it runs, a train job is cancelled
 (``scancel``: what a node failure or a time limit does) once its resume file exists; the
 profile's ``retries`` resubmit it and it resumes from its latest checkpoint. The tests then check
-the sbatch requests SLURM recorded (GPU for training only, grouped measures), the retry, and
-that every table equals the one of an uninterrupted local run.
+the sbatch requests SLURM recorded (GPU for training only, the measures of an experiment in one
+cluster job, tables and figures grouped), the retry, and that every table equals the one of an
+uninterrupted local run of the same study.
+
+The study is the tiny one (.test/config.yaml) with the star experiment's training lengthened to
+1000 steps (:func:`harness.with_steps`), so that its train jobs run long enough (seconds) to be
+cancelled mid-run; the local run uses the same config.
 
 Only three settings are added on the command line, all specific to this test cluster: job status
 through ``squeue`` (no accounting database here), a 5 s first status check (default 40 s), and
@@ -20,16 +25,33 @@ import threading
 import time
 from pathlib import Path
 
+import harness
 import pytest
 import slurm_fixture
-import tiny_study
 import yaml
 
-from bnstudy import measures
+from bnstudy import measures, plots, study
+from bnstudy.plan import Plan
 
-RUNS = [("star", "none", "0"), ("star", "batchnorm", "0")]  # the tiny study's runs
-RUN = RUNS[1]  # the run whose training is cancelled mid-way
-GROUPS = [f"measures_{e}_{n}_seed{s}" for e, n, s in RUNS]  # their measures' groups
+RUN = ("star", "batchnorm", "0")  # the run whose training is cancelled mid-way
+STEPS = 1000  # the star experiment's training: long enough to be cancelled
+
+
+def _config(source) -> dict:
+    return harness.with_steps(harness.tiny_config(source), STEPS, ["star"])
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory) -> Plan:
+    path = harness.write_config(tmp_path_factory.mktemp("plan") / "config.yaml",
+                                _config(harness.REPO))
+    return Plan(study.check(study.load([path])))
+
+
+@pytest.fixture(scope="module")
+def groups(plan) -> dict[str, str]:
+    """The measure groups of the study, ``{group: experiment}``: one per experiment."""
+    return {f"measures_{e}": e for e in plan.experiments if plan.experiment_measures(e)}
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +64,14 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def local_study(tmp_path_factory) -> dict:
-    return tiny_study.local_study(tmp_path_factory)
+    """The same study run locally (from the session's snapshot, as the SLURM run)."""
+    source = harness.snapshot(tmp_path_factory)
+    project = harness.copy_project(tmp_path_factory.mktemp("local_slurm") / "project",
+                                   source=source, config=_config(source))
+    t0 = time.perf_counter()
+    harness.snakemake(project, "--cores", "2")
+    return {"project": project, "results": project / "results",
+            "seconds": time.perf_counter() - t0}
 
 
 def _cancel_train_when_resumable(cluster, resume, stop: threading.Event, record: dict):
@@ -60,13 +89,14 @@ def _cancel_train_when_resumable(cluster, resume, stop: threading.Event, record:
 
 @pytest.fixture(scope="module")
 def slurm_study(cluster, tmp_path_factory) -> dict:
-    project = tiny_study.copy_project(tmp_path_factory.mktemp("slurm") / "project",
-                                      source=tiny_study.snapshot(tmp_path_factory))
+    source = harness.snapshot(tmp_path_factory)
+    project = harness.copy_project(tmp_path_factory.mktemp("slurm") / "project",
+                                   source=source, config=_config(source))
     resume = project.joinpath("results", "runs", *RUN[:2], f"seed{RUN[2]}", "resume.pt")
     cmd = [sys.executable, "-m", "snakemake", "--workflow-profile", "workflow/profiles/slurm",
            "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
            "--cores", str(cluster.cpus)]
-    env = tiny_study.env(project, cluster.bin_dir, {"SLURM_CONF": str(cluster.conf)})
+    env = harness.env(project, cluster.bin_dir, {"SLURM_CONF": str(cluster.conf)})
     stop, killed = threading.Event(), {}
     killer = threading.Thread(target=_cancel_train_when_resumable,
                               args=(cluster, resume, stop, killed), daemon=True)
@@ -90,29 +120,39 @@ def slurm_study(cluster, tmp_path_factory) -> dict:
             "seconds": seconds, "killed": killed}
 
 
-def _rule(job: dict) -> str:
+def _rule(job: dict, groups) -> str:
     """The rule or group a cluster job ran, from the comment the executor sets:
     ``rule_<rule>_wildcards_<values>`` or ``rule_<group>_<its rules>``."""
     comment = job.get("Comment", "").removeprefix("rule_").split("_wildcards_")[0]
-    for group in (*GROUPS, "tables", "figures"):
+    for group in (*groups, "tables", "figures"):
         if comment.startswith(f"{group}_"):
             return group
     return comment
 
 
-def _config_sections(project) -> set[str]:
-    return set(yaml.safe_load((project / "config" / "config.yaml").read_text()))
+PROFILE = harness.REPO / "workflow/profiles/slurm/config.yaml"
 
 
 def test_profile_groups_every_measure():
-    """A measure rule missing from the profile's groups would be one cluster job per run each."""
-    profile = yaml.safe_load((tiny_study.REPO / "workflow/profiles/slurm/config.yaml").read_text())
+    """A measure rule missing from the profile's groups would be one cluster job per experiment
+    each; the group takes the experiment wildcard only (a measure job has no other)."""
+    profile = yaml.safe_load(PROFILE.read_text())
     assert profile["executor"] == "slurm" and profile["retries"] >= 1
     assert profile["set-resources"]["train"]["gpu"] == 1
     for name in measures.REGISTRY:
-        assert profile["groups"].get(name) == "measures_{experiment}_{norm}_seed{seed}", name
-    assert profile["group-components"]["measures_{experiment}_{norm}_seed{seed}"] >= len(
-        measures.REGISTRY)
+        assert profile["groups"].get(name) == "measures_{experiment}", name
+    assert profile["group-components"]["measures_{experiment}"] >= len(measures.REGISTRY)
+
+
+def test_profile_names_only_rules_that_exist():
+    """Settings for a rule the workflow no longer has (a renamed or removed rule) do nothing,
+    silently: every rule the profile names is one of the workflow's."""
+    plots.load_all()
+    rules = {"prepare_data", "train", "aggregate", "analysis", "claims", "report",
+             *measures.REGISTRY, *(f"plot_{f}" for f in plots.FAMILIES)}
+    profile = yaml.safe_load(PROFILE.read_text())
+    for key in ("groups", "set-resources", "set-threads"):
+        assert set(profile.get(key, {})) <= rules, (key, sorted(set(profile[key]) - rules))
 
 
 def _processes_mentioning(text: str) -> list[str]:
@@ -144,19 +184,20 @@ def _gpus(job: dict) -> str:
 
 
 @pytest.mark.workflow
-def test_train_jobs_request_a_gpu_and_nothing_else_does(slurm_study):
-    train = [j for j in slurm_study["jobs"] if _rule(j) == "train"]
-    assert train, [j.get("Comment") for j in slurm_study["jobs"]]
+def test_train_jobs_request_a_gpu_and_nothing_else_does(slurm_study, groups, plan):
+    train = [j for j in slurm_study["jobs"] if _rule(j, groups) == "train"]
+    # one per run (and a retry of the cancelled one)
+    assert len({j["Comment"] for j in train}) == len(plan.runs), [j["Comment"] for j in train]
     for job in slurm_study["jobs"]:
-        assert ("gres:gpu:1" in _gpus(job)) == (_rule(job) == "train"), job
+        assert ("gres:gpu:1" in _gpus(job)) == (_rule(job, groups) == "train"), job
     assert all(j["TimeLimit"] == "02:00:00" for j in train)  # the profile's runtime: 120
     assert all(j["MinMemoryNode"] == "8000M" for j in train), train  # and mem_mb: 8000
 
 
 @pytest.mark.workflow
-def test_killed_train_job_is_retried_and_resumes(slurm_study):
+def test_killed_train_job_is_retried_and_resumes(slurm_study, groups):
     assert slurm_study["killed"], "the train job finished before it could be cancelled"
-    train = sorted((j for j in slurm_study["jobs"] if _rule(j) == "train"
+    train = sorted((j for j in slurm_study["jobs"] if _rule(j, groups) == "train"
                     and j["Comment"].endswith("_".join(RUN))), key=lambda j: int(j["JobId"]))
     assert [j["JobState"] for j in train] == ["CANCELLED", "COMPLETED"], train
     assert train[0]["JobId"] == slurm_study["killed"]["job"]
@@ -167,24 +208,24 @@ def test_killed_train_job_is_retried_and_resumes(slurm_study):
 
 
 @pytest.mark.workflow
-def test_measures_of_a_run_share_one_cluster_job(slurm_study):
-    rules = [_rule(j) for j in slurm_study["jobs"]]
-    assert all(rules.count(g) == 1 for g in GROUPS), rules
+def test_measures_of_an_experiment_share_one_cluster_job(slurm_study, groups, plan):
+    rules = [_rule(j, groups) for j in slurm_study["jobs"]]
+    assert all(rules.count(g) == 1 for g in groups), rules
     assert rules.count("tables") == 1 and rules.count("figures") == 1, rules
-    for rule in (*measures.REGISTRY, "aggregate", "plot", "plot_study", "report"):
+    for rule in (*measures.REGISTRY, "aggregate", "claims", "report"):
         assert rule not in rules, f"{rule} was submitted on its own: {rules}"
-    sections = _config_sections(slurm_study["project"])
-    for group in (j for j in slurm_study["jobs"] if _rule(j) in GROUPS):
-        # every configured measure that applies to the runs' data (the star runs: star2d)
-        assert all(m in group["Comment"] for m, spec in measures.REGISTRY.items()
-                   if m in sections and spec.applies_to("star2d")), group
+    assert not [r for r in rules if r.startswith("plot_")], rules
+    for job in (j for j in slurm_study["jobs"] if _rule(j, groups) in groups):
+        # every measure the experiment runs, and no other experiment's
+        e = groups[_rule(job, groups)]
+        assert all(m in job["Comment"] for m in plan.experiment_measures(e)), job
 
 
 @pytest.mark.workflow
 def test_tables_equal_those_of_a_local_run(slurm_study, local_study):
-    slurm = tiny_study.read_tables(slurm_study["results"])
-    local = tiny_study.read_tables(local_study["results"])
-    assert "training" in slurm and len(slurm) >= 2, sorted(slurm)
-    tiny_study.assert_tables_equal(local, slurm)
+    slurm = harness.read_tables(slurm_study["results"])
+    local = harness.read_tables(local_study["results"])
+    assert "training" in slurm and len(slurm) >= 1 + len(measures.REGISTRY), sorted(slurm)
+    harness.assert_tables_equal(local, slurm)
     print(f"\nlocal run {local_study['seconds']:.1f}s; SLURM run {slurm_study['seconds']:.1f}s; "
           f"{len(slurm)} tables identical: {sorted(slurm)}")
