@@ -5,7 +5,6 @@ import pytest
 import torch
 from specs import make_spec
 
-from bnstudy import measures
 from bnstudy.measures.generalization import compute as generalization
 from bnstudy.networks.normalizers import batch_statistics_layers
 from bnstudy.train import loop as training
