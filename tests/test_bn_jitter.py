@@ -216,7 +216,7 @@ def test_bad_options_name_the_value_and_the_choices():
     for bad, match in (({"sampling": "bootstrap"}, "bootstrap.*without_replacement"),
                        ({"checkpoints": "some"}, "some.*first_last"),
                        ({"batch_sizes": [1, 16]}, r"\[1, 16\].*>= 2"),
-                       ({"batch_sizes": 16}, "must be a list"),
+                       ({"batch_sizes": 16}, "batch_sizes=16: need a list"),
                        ({"n_batches": 1}, "n_batches=1"),
                        ({"grid_margin": -1}, "grid_margin=-1"),
                        ({"colour": 1}, "unknown bn_jitter option")):

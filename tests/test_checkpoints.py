@@ -10,16 +10,18 @@ exactly like an uninterrupted run.
 
 from __future__ import annotations
 
+import json
 import logging
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-from specs import make_spec
+from specs import make_spec, measure_cli
 from test_resume import Killed, _counting, assert_same_run
 
-from bnstudy import cli, data, io
+from bnstudy import cli, data, io, tables
 from bnstudy.train import checkpoints
 from bnstudy.train import loop as training
 
@@ -103,12 +105,19 @@ def test_a_foreign_file_is_not_loaded(tmp_path, blob, capsys):
 
 def test_measure_verb_names_a_corrupt_checkpoint_without_traceback(run, star, tmp_path, capsys):
     data.save(star, tmp_path / "star.npz")
-    path = tmp_path / "checkpoints.pt"
-    checkpoints.save(run, path)
+    rc, _ = measure_cli(tmp_path, "generalization", [run], tmp_path / "star.npz")
+    assert rc == 0  # the intact file measures
+    s = run["spec"]
+    path = Path(tables.run_file(tmp_path / "results", s["experiment"], s["norm"], s["seed"],
+                                "checkpoints.pt"))
+    capsys.readouterr()
     truncate(path)
-    rc = cli.main(["measure", "generalization", "--data", str(tmp_path / "star.npz"),
-                   "--checkpoints", str(path), "--device", "cpu",
-                   "--out", f"generalization={tmp_path / 'g.parquet'}"])
+    results, grid = tmp_path / "results", {s["experiment"]: {"norms": [s["norm"]],
+                                                            "seeds": [s["seed"]]}}
+    rc = cli.main(["measure", "generalization", "--results", str(results), "--experiment",
+                   s["experiment"], "--grid", json.dumps(grid), "--data",
+                   str(tmp_path / "star.npz"), "--device", "cpu",
+                   "--out", str(tmp_path / "again" / "generalization.parquet")])
     err = capsys.readouterr().err
     assert rc == 2 and str(path) in err and "corrupt" in err and "Traceback" not in err
 

@@ -264,7 +264,7 @@ def test_run_covers_every_checkpoint_and_is_deterministic(star):
     wide = df.set_index(["step", "point_set", "layer", "radius"])["boundaries"].unstack()
     assert (wide[0.2] >= wide[0.05]).all().all()
     grid = maps[maps["group"] != "data"]
-    assert len(grid) == 4 * 4 * 100 and set(grid["group"]) == set(partition_maps.GROUPS)
+    assert len(grid) == 4 * 4 * 100 and set(grid["group"]) == set(partition_maps.groups([1, 2, 3]))
     assert sorted(grid.loc[grid["group"] != "all", "layer_index"].unique()) == [1, 2, 3]
     assert len(maps[maps["group"] == "data"]) == len(star.x_train)
 

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from specs import make_spec
+from specs import make_spec, measure_cli
 
 from bnstudy import cli, data, plots
 from bnstudy.measures.smoothness import compute as smoothness
@@ -264,20 +264,13 @@ def test_bad_options_are_named(bad, message):
 def test_cli_plots_and_findings(star, tmp_path):
     paths = {}
     data.save(star, tmp_path / "star.npz")
-    for norm in ("none", "batchnorm"):
-        for seed in (0, 1):
-            spec = make_spec(norm=norm, seed=seed, training=TRAIN)
-            ck = tmp_path / f"{norm}{seed}.pt"
-            checkpoints.save(training.train(spec, star, "cpu"), ck)
-            outs = {t: tmp_path / f"{t}_{norm}{seed}.parquet"
-                    for t in ("smoothness", "smoothness_probes")}
-            rc = cli.main(["measure", "smoothness", "--data", str(tmp_path / "star.npz"),
-                           "--checkpoints", str(ck), "--device", "cpu", "--options",
-                           '{"n_probes": 3, "hessian": true, "hessian_iters": 5}',
-                           "--out", *(f"{t}={p}" for t, p in outs.items())])
-            assert rc == 0
-            for t, p in outs.items():
-                paths.setdefault(t, []).append(p)
+    runs = [training.train(make_spec(norm=norm, seed=seed, training=TRAIN), star, "cpu")
+            for norm in ("none", "batchnorm") for seed in (0, 1)]
+    rc, outs = measure_cli(tmp_path, "smoothness", runs, tmp_path / "star.npz",
+                           options={"n_probes": 3, "hessian": True, "hessian_iters": 5})
+    assert rc == 0
+    for t, p in outs.items():
+        paths.setdefault(t, []).append(p)
     frames = {t: pd.concat([pd.read_parquet(p) for p in ps]) for t, ps in paths.items()}
     assert set(frames["smoothness"]["norm"]) == {"none", "batchnorm"}
     assert len(frames["smoothness_probes"]) == 3 * len(frames["smoothness"])
@@ -294,6 +287,10 @@ def test_cli_plots_and_findings(star, tmp_path):
     assert f"batchnorm: beta_eff {first:.3g} → {last:.3g} (median {bn['beta_eff'].median():.3g})" \
         in text
     assert "relative to no normalization" in text
-    bad = cli.main(["measure", "smoothness", "--data", str(tmp_path / "star.npz"),
-                    "--checkpoints", str(ck), "--out", f"smoothness={tmp_path / 'x.parquet'}"])
-    assert bad == 2
+    # a grid naming a run that was never trained: exit code 2, no table written
+    x = tmp_path / "x"
+    bad = cli.main(["measure", "smoothness", "--results", str(tmp_path / "results"),
+                    "--experiment", "t", "--grid", '{"t": {"norms": ["none"], "seeds": [7]}}',
+                    "--data", str(tmp_path / "star.npz"),
+                    "--out", str(x / "smoothness.parquet"), str(x / "smoothness_probes.parquet")])
+    assert bad == 2 and not x.exists()

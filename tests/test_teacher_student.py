@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from specs import make_spec
+from specs import make_spec, measure_cli
 
 from bnstudy import data, measures
 from bnstudy.measures.teacher_student import compute as ts
@@ -215,22 +215,18 @@ def test_relu_student_and_other_data(ds, star):
 ])
 def test_bad_options(options, match):
     with pytest.raises(ValueError, match=match):
-        ts.check_options(options)
+        measures.get("teacher_student").options.parse(options)
 
 
 def test_registry_cli_and_figures(ds, gd_run, tmp_path):
-    from bnstudy import cli, plots
+    from bnstudy import plots
     from bnstudy.plots import teacher_student_findings as pts
-    from bnstudy.train import checkpoints
 
     assert measures.get("teacher_student").tables == ("teacher_student",)
     data.save(ds, tmp_path / "d.npz")
-    checkpoints.save(gd_run, tmp_path / "c.pt")
-    out = tmp_path / "t.parquet"
-    assert cli.main(["measure", "teacher_student", "--data", str(tmp_path / "d.npz"),
-                     "--checkpoints", str(tmp_path / "c.pt"), "--device", "cpu",
-                     "--out", f"teacher_student={out}"]) == 0
-    df = pd.read_parquet(out)
+    rc, outs = measure_cli(tmp_path, "teacher_student", [gd_run], tmp_path / "d.npz")
+    assert rc == 0
+    df = pd.read_parquet(outs["teacher_student"])
     assert {"experiment", "norm", "seed", "gen_error", "theory"} <= set(df.columns)
     bn = training.train(student("batchnorm", batch_size=20, momentum=0.0, steps=20), ds, "cpu")
     rows = [dict(r, experiment=e, norm=n, seed=0, dataset="ts", model="m")
