@@ -6,13 +6,14 @@ import pytest
 from scipy import stats
 
 from bnstudy.claims import ledger as claims
+from bnstudy.claims import rules
 
 
 def test_paired_effect_matches_a_paired_t_interval():
     rng = np.random.default_rng(0)
     a = pd.Series(rng.normal(1.0, 0.3, 6), index=range(6))
     b = pd.Series(rng.normal(0.2, 0.3, 6), index=range(6))
-    eff = claims.paired_effect(a, b, 0.95)
+    eff = rules.paired_effect(a, b, 0.95)
     d = (a - b).to_numpy()
     lo, hi = stats.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=stats.sem(d))
     assert eff["effect"] == pytest.approx(d.mean())
@@ -24,7 +25,7 @@ def test_paired_effect_matches_a_paired_t_interval():
 def test_paired_effect_pairs_by_seed_and_drops_missing():
     a = pd.Series([1.0, 2.0, 3.0], index=[0, 1, 2])
     b = pd.Series([0.0, 1.0], index=[1, 2])
-    assert claims.paired_effect(a, b, 0.95)["n_seeds"] == 2
+    assert rules.paired_effect(a, b, 0.95)["n_seeds"] == 2
 
 
 @pytest.mark.parametrize("rule, lo, hi, margin, expected", [
@@ -34,10 +35,17 @@ def test_paired_effect_pairs_by_seed_and_drops_missing():
     ("no_less", -0.01, 3, 0.02, "supported"), ("no_less", -1, -0.5, 0.02, "not supported"),
     ("no_less", -1, 1, 0.02, "inconclusive"), ("equivalent", -0.05, 0.05, 0.1, "supported"),
     ("equivalent", 0.2, 0.3, 0.1, "not supported"), ("equivalent", -0.05, 0.3, 0.1, "inconclusive"),
+    ("no_more", -3, 0.01, 0.02, "supported"), ("no_more", 0.5, 1, 0.02, "not supported"),
+    ("no_more", -1, 1, 0.02, "inconclusive"),
     ("less", np.nan, np.nan, 0, "inconclusive"),
 ])
 def test_verdict_rules(rule, lo, hi, margin, expected):
-    assert claims._verdict(rule, lo, hi, margin) == expected
+    assert rules.verdict(rule, lo, hi, margin) == expected
+
+
+def test_unknown_rule_names_the_valid_ones():
+    with pytest.raises(ValueError, match="'fewer'.*less, more, no_less, no_more, equivalent"):
+        rules.verdict("fewer", 0, 1, 0)
 
 
 # Paired effects (norm minus baseline, one per seed) that put the CI in each verdict's region of
@@ -47,11 +55,13 @@ def _effects(rule: str, verdict: str, m: float) -> np.ndarray:
     centre = {("less", "supported"): -1.0, ("less", "not supported"): 1.0,
               ("more", "supported"): 1.0, ("more", "not supported"): -1.0,
               ("no_less", "supported"): 0.0, ("no_less", "not supported"): -m - 1.0,
+              ("no_more", "supported"): 0.0, ("no_more", "not supported"): m + 1.0,
               ("equivalent", "supported"): 0.0, ("equivalent", "not supported"): m + 1.0}
     if verdict == "inconclusive":
-        edge = {"less": 0.0, "more": 0.0, "no_less": -m, "equivalent": m}[rule]
+        edge = {"less": 0.0, "more": 0.0, "no_less": -m, "no_more": m, "equivalent": m}[rule]
         return edge + 10.0 * jitter
-    spread = 0.01 * m if rule in ("no_less", "equivalent") and verdict == "supported" else 0.01
+    spread = (0.01 * m if rule in ("no_less", "no_more", "equivalent") and verdict == "supported"
+              else 0.01)
     return centre[(rule, verdict)] + spread * jitter
 
 
@@ -63,18 +73,26 @@ def test_every_ledger_claim_can_return_each_verdict(monkeypatch, claim, verdict)
     eff = _effects(claim.rule, verdict, claim.margin)
     seeds = range(len(eff))
     norm = claim.norms[0]
-    idx = [("e", "d", "m", norm, s) for s in seeds]
-    vals = list(1.0 + eff)
-    if claim.baseline is not None:
+    table = pd.DataFrame({"x": [0]})
+    if claim.contrast is not None:  # two experiments that differ in the contrasted column
+        k = claim.contrast
+        idx = [(e, "d", "m", norm, s) for e in ("arm", "base") for s in seeds]
+        vals = list(1.0 + eff) + [1.0] * len(eff)
+        sides = {"arm": 2.0, "base": 1.0}  # the largest and the smallest value
+        table = pd.DataFrame([{"experiment": e, "dataset": "d", "model": "m", "norm": norm,
+                               "seed": s, k.column: sides[e], **dict.fromkeys(k.match, 0),
+                               **k.where} for e in sides for s in seeds])
+    elif claim.baseline is not None:
+        idx = [("e", "d", "m", norm, s) for s in seeds]
         idx += [("e", "d", "m", claim.baseline, s) for s in seeds]
-        vals += [1.0] * len(eff)
+        vals = list(1.0 + eff) + [1.0] * len(eff)
     else:
-        vals = list(eff)
+        idx, vals = [("e", "d", "m", norm, s) for s in seeds], list(eff)
     series = pd.Series(vals, index=pd.MultiIndex.from_tuples(idx, names=[*claims.IDS, "norm",
                                                                          "seed"]))
     fake = dataclasses.replace(claim, metric=lambda df: series, curve=None)
     monkeypatch.setattr(claims, "CLAIMS", (fake,))
-    ledger = claims.evaluate({claim.table: pd.DataFrame({"x": [0]})})
+    ledger = claims.evaluate({claim.table: table})
     row = ledger[ledger["claim_id"] == claim.key].iloc[0]
     assert row["verdict"] == verdict, (row["effect"], row["ci_low"], row["ci_high"])
 
@@ -287,3 +305,84 @@ def _dannemann(grad, resid, holds):
 def test_dannemann_rule_reaches_each_verdict(grad, resid, holds, expected):
     row = claims.dannemann_claim(_dannemann(grad, resid, holds))[0]
     assert row["verdict"] == expected and row["role"] == "test"
+
+
+# -- Luo §5 and BN-Explained §5: claims over the generalization table ----------------------------
+
+def _gen(rows):
+    """A generalization table: one final row per (experiment, norm, seed) from
+    ``(experiment, norm, arch, batch, dropout, scaled, [test_loss per seed], gamma_sq)``."""
+    out = []
+    for exp, norm, arch, bs, drop, scaled, losses, gamma in rows:
+        for seed, loss in enumerate(losses):
+            out += [{"experiment": exp, "dataset": "digits", "model": arch + ("_d" if drop else ""),
+                     "norm": norm, "seed": seed, "step": s, "test_loss": loss * (2 if s == 0
+                                                                               else 1),
+                     "test_accuracy": 1 - loss, "gamma_sq": gamma * (1 + 0.01 * seed),
+                     "arch": arch, "train_batch_size": bs, "dropout": drop,
+                     "lr_batch_scaled": scaled} for s in (0, 100)]
+    return pd.DataFrame(out)
+
+
+LUO5 = _gen([
+    ("r128", "batchnorm", "resnet18", 128, 0.0, True, [0.20, 0.22, 0.21], 1.0),
+    ("r128", "population_norm", "resnet18", 128, 0.0, True, [0.19, 0.20, 0.21], 1.0),
+    ("r1024", "batchnorm", "resnet18", 1024, 0.0, True, [0.30, 0.33, 0.31], 2.0),
+    ("r1024d", "batchnorm", "resnet18", 1024, 0.1, True, [0.25, 0.27, 0.26], 2.0),
+    ("cnn", "batchnorm", "cnn", 128, 0.0, True, [0.4, 0.4, 0.4], 1.0),
+    ("cnn", "weightnorm", "cnn", 128, 0.0, True, [0.5, 0.52, 0.51], np.nan),
+    ("cnn", "weightnorm_meanonly_bn", "cnn", 128, 0.0, True, [0.45, 0.46, 0.47], 1.0),
+    # a batch pair whose lr was not scaled with the batch: not Luo's protocol, not a test
+    ("mlp16", "batchnorm", "mlp", 16, 0.0, False, [0.1, 0.1, 0.1], 1.0),
+    ("mlp256", "batchnorm", "mlp", 256, 0.0, False, [0.05, 0.06, 0.05], 1.0),
+])
+
+
+def test_luo_batch_and_dropout_claims_pair_the_right_experiments():
+    ledger = claims.evaluate({"generalization": LUO5})
+    by = ledger.set_index("claim_id")
+    large = by.loc["luo_large_batch"]
+    assert (large["experiment"], large["baseline"], large["norm"]) == ("r1024", "r128",
+                                                                       "batchnorm")
+    assert large["effect"] == pytest.approx(np.mean(np.log([.30 / .20, .33 / .22, .31 / .21])))
+    assert large["verdict"] == "supported"
+    gamma = by.loc["luo_gamma_batch"]
+    assert gamma["effect"] == pytest.approx(np.log(2.0)) and gamma["verdict"] == "supported"
+    drop = by.loc["luo_dropout"]
+    assert (drop["experiment"], drop["baseline"]) == ("r1024d", "r1024")
+    assert drop["verdict"] == "supported" and drop["effect"] < 0
+    pn = by.loc["luo_pn"]
+    assert (pn["experiment"], pn["norm"], pn["baseline"]) == ("r128", "population_norm",
+                                                              "batchnorm")
+    assert pn["verdict"] == "supported"  # PN's loss is not 10% above BN's
+    halves = ledger[ledger["claim_id"] == "luo_bn_halves"].set_index("norm")
+    assert set(halves.index) == {"batchnorm", "weightnorm_meanonly_bn"}
+    assert (halves["verdict"] == "supported").all()
+
+
+def test_contrast_claims_say_what_they_need():
+    ledger = claims.evaluate({"generalization": LUO5.drop(columns=["lr_batch_scaled"])})
+    row = ledger.set_index("claim_id").loc["luo_large_batch"]
+    assert row["verdict"] == "not measured" and "lr_batch_scaled" in row["note"]
+    only_128 = LUO5[LUO5["train_batch_size"] == 128]
+    row = claims.evaluate({"generalization": only_128}).set_index("claim_id").loc["luo_dropout"]
+    assert row["verdict"] == "not measured"
+    assert row["note"].startswith("no two experiments of batchnorm that differ in dropout")
+
+
+def test_final_log_leaves_out_diverged_and_scale_free_runs():
+    d = LUO5.copy()
+    d.loc[(d["experiment"] == "r128") & (d["seed"] == 0), "test_loss"] = np.nan  # diverged
+    v = claims.cm.final_log("test_loss")(d)
+    assert ("r128", "digits", "resnet18", "batchnorm", 0) not in v.index
+    assert v.loc[("r128", "digits", "resnet18", "batchnorm", 1)] == pytest.approx(np.log(0.22))
+    g = claims.cm.final_log("gamma_sq")(d)
+    assert not any(k[3] == "weightnorm" for k in g.index)  # no gamma: left out, not log(NaN)
+
+
+def test_jitter_augmentation_claim_is_a_difference_in_points():
+    rows = _gen([("j", "batchnorm", "resnet9", 128, 0.0, False, [0.10, 0.12, 0.11], 1.0),
+                 ("j", "batchnorm_jitter", "resnet9", 128, 0.0, False, [0.09, 0.11, 0.10], 1.0)])
+    row = claims.evaluate({"generalization": rows}).set_index("claim_id").loc["jitter_aug"]
+    assert row["effect"] == pytest.approx(1.0) and row["verdict"] == "supported"
+    assert row["value"] == pytest.approx(90.0)

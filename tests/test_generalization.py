@@ -5,6 +5,7 @@ import pytest
 import torch
 from specs import make_spec
 
+from bnstudy import data
 from bnstudy.measures.generalization import compute as generalization
 from bnstudy.networks.normalizers import batch_statistics_layers
 from bnstudy.train import loop as training
@@ -67,3 +68,39 @@ def test_diverged_run_gives_nan_row(linear_ds):
     run = training.train(spec, linear_ds, "cpu")
     rows = generalization.run(run, linear_ds, generalization.Options(), torch.device("cpu"))
     assert rows[0]["diverged"] and math.isnan(rows[0]["test_loss"])
+    assert math.isnan(rows[0]["gamma_sq"])
+    assert rows[0]["train_batch_size"] == len(linear_ds.x_train)  # full batch: the whole set
+
+
+def test_gamma_sq_is_the_mean_over_layers_of_each_layers_mean_gamma_squared():
+    """Layers of different widths: the mean of per-layer means, not of all units pooled."""
+    images = data.make("digits", {"seed": 0, "image": True})
+    model = training.build(make_spec(norm="batchnorm", dataset="digits",
+                                     model={"arch": "vgg", "channels": [2, 4]}), images)
+    norms = [b.norm for b in generalization.blocks(model)]
+    assert [n.weight.numel() for n in norms] == [2, 4]
+    with torch.no_grad():
+        norms[0].weight.copy_(torch.tensor([1.0, 2.0]))  # mean gamma^2 = 2.5
+        norms[1].weight.fill_(0.5)  # 0.25 (pooled over the 6 units it would be 1.0)
+    assert generalization.gamma_sq(model) == pytest.approx((2.5 + 0.25) / 2)
+
+
+@pytest.mark.parametrize("norm", ["none", "weightnorm", "batchnorm_fixed_affine", "zero_bias"])
+def test_gamma_sq_is_nan_without_a_learned_scale(star, norm):
+    model = training.build(make_spec(norm=norm), star)
+    assert math.isnan(generalization.gamma_sq(model))
+
+
+def test_rows_name_what_runs_are_compared_by(star):
+    spec = make_spec(norm="batchnorm", model={"arch": "mlp", "depth": 3, "width": 8,
+                                              "dropout": 0.25},
+                     training={"lr": 0.05, "momentum": 0.9, "batch_size": 1000, "steps": 3,
+                               "eval_every": 1, "checkpoints": [0]})
+    run = training.train(spec, star, "cpu")
+    (row,) = generalization.run(run, star, generalization.Options(), torch.device("cpu"))
+    assert row["arch"] == "mlp" and row["dropout"] == 0.25
+    assert row["train_batch_size"] == len(star.x_train)  # capped at the training set
+    model = training.build(spec, star)
+    model.load_state_dict(run["checkpoints"][-1]["model"])
+    assert row["gamma_sq"] == pytest.approx(generalization.gamma_sq(model))
+    assert row["gamma_sq"] != pytest.approx(1.0)  # trained: gamma moved from its init

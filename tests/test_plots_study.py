@@ -55,3 +55,78 @@ def test_lr_sweep_draws_only_swept_panels_and_marks_divergence():
     assert "a/m batchnorm: trained at 2 of 2" in text
     with pytest.raises(ValueError, match="two or more learning rates"):
         lr_sweep.draw([h[h["dataset"] == "b"]], {})
+
+
+# -- Luo §5 across experiments ------------------------------------------------------------------
+
+def _luo5_config(measures=None, scaled=True):
+    t = {"lr": 0.05, "momentum": 0.9, "steps": 10}
+    ref = {"lr_reference_batch": 128} if scaled else {}
+    cfg = {"generalization": {"bn_statistics": "running"},
+           "models": {"r": {"arch": "resnet18", "width": 4},
+                      "rd": {"arch": "resnet18", "width": 4, "dropout": 0.1},
+                      "c": {"arch": "cnn"}},
+           "trainings": {"m128": {**t, **ref, "batch_size": 128},
+                         "m1024": {**t, **ref, "batch_size": 1024}},
+           "experiments": {"r128": {"dataset": "d", "model": "r", "training": "m128"},
+                           "c128": {"dataset": "d", "model": "c", "training": "m128"}}}
+    for e in cfg["experiments"].values():
+        e.update(norms=["batchnorm"], seeds=[0, 1])
+        if measures is not None:
+            e["measures"] = measures
+    return cfg
+
+
+def test_batch_regularization_needs_two_settings_of_one_architecture():
+    from bnstudy.plots import batch_regularization as br
+
+    cfg = _luo5_config()
+    assert not br.compared(cfg)  # two architectures at one batch size each
+    cfg["experiments"]["r1024"] = {**cfg["experiments"]["r128"], "training": "m1024"}
+    assert br.compared(cfg)
+    drop = _luo5_config()
+    drop["experiments"]["r128d"] = {**drop["experiments"]["r128"], "model": "rd"}
+    assert br.compared(drop)  # the same batch size, with and without dropout
+    unscaled = _luo5_config(scaled=False)
+    unscaled["experiments"]["r1024"] = {**unscaled["experiments"]["r128"], "training": "m1024"}
+    assert not br.compared(unscaled)  # lr not scaled with the batch: not Luo's protocol
+    other = _luo5_config(measures=["ics"])
+    other["experiments"]["r1024"] = {**other["experiments"]["r128"], "training": "m1024"}
+    assert not br.compared(other)  # no generalization measured
+    no_section = {k: v for k, v in cfg.items() if k != "generalization"}
+    assert not br.compared(no_section)
+
+
+def test_batch_regularization_draws_the_compared_arms_only():
+    from bnstudy import plots
+    from bnstudy.plots import batch_regularization as br
+
+    rows, hist = [], []
+    arms = [("r128", "batchnorm", "resnet18", 128, 0.0), ("r128", "population_norm", "resnet18",
+                                                          128, 0.0),
+            ("r1024", "batchnorm", "resnet18", 1024, 0.0),
+            ("r1024d", "batchnorm", "resnet18", 1024, 0.1), ("c128", "batchnorm", "cnn", 128, 0.0)]
+    for i, (exp, norm, arch, bs, drop) in enumerate(arms):
+        for seed in (0, 1, 2):
+            ids = {"experiment": exp, "dataset": "d", "model": arch, "norm": norm, "seed": seed}
+            rows.append({**ids, "step": 100, "test_loss": 0.2 + 0.05 * i + 0.01 * seed,
+                         "gamma_sq": 1.0 + i, "arch": arch, "train_batch_size": bs,
+                         "dropout": drop, "lr_batch_scaled": True})
+            hist += [{**ids, "step": s, "split": sp, "loss": 1.0 / (1 + s)}
+                     for s in (0, 50, 100) for sp in ("train", "test")]
+    gen, train = pd.DataFrame(rows), pd.DataFrame(hist)
+    runs = br.arms(gen)
+    assert set(runs["experiment"]) == {"r128", "r1024", "r1024d"}  # the cnn has one setting
+    assert list(dict.fromkeys(runs["arm"])) == [
+        "batchnorm, M=128", "population_norm, M=128", "batchnorm, M=1024",
+        "batchnorm, M=1024, dropout 0.1"]
+    curves = br._curves(train, runs)
+    assert set(curves["split"]) == {"test"}
+    assert curves.loc[curves["experiment"] == "r1024", "samples"].max() == pytest.approx(102.4)
+    fig = plots.FAMILIES["batch_regularization"].draw([gen, train], {})
+    assert len(fig.axes) == 3
+    text = br.findings({"generalization": gen})
+    assert "d / resnet18: batchnorm, M=128: test loss 0.21 [" in text and "cnn" not in text
+    assert br.findings({"generalization": gen[gen["arch"] == "cnn"]}) == ""
+    with pytest.raises(ValueError, match="two or more batch-size/dropout settings"):
+        plots.FAMILIES["batch_regularization"].draw([gen[gen["arch"] == "cnn"], train], {})

@@ -34,7 +34,7 @@ _STRING = (
     "experiment", "dataset", "model", "norm", "split", "layer", "layer_name", "point_set",
     "method", "group", "kind", "record", "bn_statistics", "sampling", "convention",
     "activation", "objective", "init_label", "quantity", "verdict", "claim_id", "claim",
-    "paper", "note", "rule", "role", "baseline", "curve",
+    "paper", "note", "rule", "role", "baseline", "curve", "arch",
 )
 _INTEGER = (
     "step", "seed", "data_seed", "n_seeds", "n_runs", "layer_index", "n_layers", "batch_size",
@@ -42,16 +42,17 @@ _INTEGER = (
     "n_inits", "n_angles", "nonfinite_probes", "neurons", "probe_size", "realization",
     "realizations", "samples_per_stat", "units", "population", "no_boundary",
     "hessian_iterations", "init", "sample", "n_minima", "label", "shift_from_step", "N", "P",
+    "train_batch_size",
 )
 _BOOLEAN = (
     "diverged", "applicable", "hessian_converged", "holds_closest", "holds_reached",
-    "hypothesis",
+    "hypothesis", "lr_batch_scaled",
 )
 # shared by several tables (a count in partition_density_maps' ``boundaries`` is a mean in
 # partition_density's, so it is a float in both)
 _FLOAT = (
     "loss", "accuracy", "lr", "wall_time", "radius", "boundaries", "effective_radius", "value",
-    "x0", "x1", "grad_norm", "epochs",
+    "x0", "x1", "grad_norm", "epochs", "dropout", "gamma_sq",
 )
 
 TYPES: dict[str, str] = {

@@ -1,23 +1,18 @@
 """The claims ledger: each claim of the papers, and the study's verdict from its own numbers.
 
-Every claim compares a normalizer with a baseline (``none`` unless stated) in one experiment on
+Most claims compare a normalizer with a baseline (``none`` unless stated) in one experiment on
 one quantity, paired by seed: for each seed the quantity is reduced to one number per run (the
 reduction is stated in ``quantity``), the per-seed effect is ``metric(norm) - metric(baseline)``
 (a log ratio where ``log`` is stated), and the ledger reports its mean, the Student-t confidence
 interval over seeds (level ``ci``), Cohen's d_z (mean / sd of the paired effects), and both
-sides' means. The verdict comes from the interval alone, by the claim's stated rule:
-
-- ``less`` claims ("X reduces Y"): supported if the CI lies below 0, not supported if it lies
-  above 0, inconclusive otherwise;
-- ``more`` claims: the mirror image;
-- ``no_less`` claims ("X does not reduce Y"): supported if the CI lies above ``-margin``, not
-  supported if it lies below ``-margin``; inconclusive otherwise. Its one use, Santurkar's "BN
-  does not reduce ICS", compares on a log scale (``log((ics_bn + 1e-4) / (ics_none + 1e-4))``,
-  margin ``log 1.25``: not supported iff BN's ICS is reliably below 0.8 times the baseline's),
-  so that it can fail whatever the baseline's level (above the floor); an absolute margin on
-  ``1 - cos`` could not once the baseline's ICS fell below it;
-- ``equivalent`` claims: supported if the CI lies inside ``[-margin, margin]``, not supported if
-  it lies outside it entirely, inconclusive otherwise.
+sides' means. A claim with a ``contrast`` pairs two experiments instead (Luo §5's batch sizes
+and dropout: :mod:`bnstudy.claims.contrast`); its rows name the baseline experiment. The
+verdict comes from the interval alone, by the claim's stated rule (``less``, ``more``,
+``no_less``, ``no_more``, ``equivalent``: :mod:`bnstudy.claims.rules`). ``no_less``'s one use,
+Santurkar's "BN does not reduce ICS", compares on a log scale (``log((ics_bn + 1e-4) /
+(ics_none + 1e-4))``, margin ``log 1.25``: not supported iff BN's ICS is reliably below 0.8
+times the baseline's), so that it can fail whatever the baseline's level (above the floor); an
+absolute margin on ``1 - cos`` could not once the baseline's ICS fell below it.
 
 With fewer than two seeds, or without the data a claim needs (a normalizer or measure the study
 did not run), the verdict is ``inconclusive`` / ``not measured`` and says so. Study-level
@@ -40,10 +35,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from bnstudy.claims import jitter as cj
 from bnstudy.claims import metrics as cm
+from bnstudy.claims.contrast import Contrast, pairs
+from bnstudy.claims.dannemann import dannemann_claim
+from bnstudy.claims.rules import RULE_TEXT, paired_effect, verdict
 
 IDS = ["experiment", "dataset", "model"]
 
@@ -62,6 +59,7 @@ class Claim:
     margin: float = 0.0
     role: str = "test"  # or "implementation check": holds by construction, see the docstring
     curve: Callable[[pd.DataFrame, str, str], str] | None = None  # (table, norm, experiment)
+    contrast: Contrast | None = None  # pairs experiments instead of normalizers (contrast.py)
 
 
 def _pd_concentration(df: pd.DataFrame) -> pd.Series:
@@ -79,6 +77,11 @@ def _pd_concentration(df: pd.DataFrame) -> pd.Series:
 
 
 LP = ("l1norm", "l2norm", "linfnorm")
+TEST_LOSS = "log(test loss) at the last checkpoint (generalization table)"
+# Luo §5's batch-size comparison: same architecture and dropout, learning rate scaled with the
+# batch (Goyal et al.), as their protocol prescribes
+LUO_BATCH = Contrast("train_batch_size", "largest", "smallest", match=("arch", "dropout"),
+                     where={"lr_batch_scaled": True})
 BN_JITTER = ("batchnorm", "batchnorm_fixed_affine", "ghost_batchnorm")
 SMOOTH_NOTE = (f"; a blow-up (non-finite probe) counts as {cm.BLOWUP_FACTOR:g} x the largest "
                "finite value in the table, 0 as the smallest positive one")
@@ -154,54 +157,93 @@ CLAIMS = (
           "teacher_student", "gen_error / closed form (WN + gamma decay) - 1, final checkpoint",
           cm.rel_error(), ("weightnorm_gamma_decay",), baseline=None, rule="equivalent",
           margin=0.1, curve=cm.luo_curve()),
+    Claim("luo_pn", "Luo et al.", "PN + gamma decay generalizes at least as well as BN at a "
+          "normal batch size (validation loss at most 10% above BN's; §5, Fig. 2a-b)",
+          "generalization", TEST_LOSS + "; effect = log(loss_PN / loss_BN)",
+          cm.final_log("test_loss"), ("population_norm",), baseline="batchnorm",
+          rule="no_more", margin=float(np.log(1.1))),
+    Claim("luo_bn_halves", "Luo et al.", "BN, and WN with mean-only or with variance-only BN, "
+          "generalize better than WN alone (lower validation loss; §5, Fig. 2c-d)",
+          "generalization", TEST_LOSS, cm.final_log("test_loss"),
+          ("batchnorm", "weightnorm_meanonly_bn", "weightnorm_varonly_bn"),
+          baseline="weightnorm", rule="less"),
+    Claim("luo_large_batch", "Luo et al.", "BN generalizes worse at a large batch: higher "
+          "validation loss at the largest than at the smallest batch size, for the same samples "
+          "seen and the learning rate scaled with the batch (§5, Fig. 2a, 2g)", "generalization",
+          TEST_LOSS + "; effect = log(loss at the largest batch / at the smallest)",
+          cm.final_log("test_loss"), ("batchnorm",), rule="more", contrast=LUO_BATCH),
+    Claim("luo_gamma_batch", "Luo et al.", "BN's gamma^2 grows with the batch size (weaker "
+          "regularization from the batch statistics; §5, Fig. 2e)", "generalization",
+          "log(gamma^2) at the last checkpoint (mean over BN layers of the mean over units); "
+          "effect = log ratio, largest batch / smallest", cm.final_log("gamma_sq"),
+          ("batchnorm",), rule="more", contrast=LUO_BATCH),
+    Claim("luo_dropout", "Luo et al.", "dropout after each residual block lowers BN's "
+          "validation loss at a large batch (§5, Fig. 2g-h)", "generalization",
+          TEST_LOSS + "; effect = log(loss with dropout / without)",
+          cm.final_log("test_loss"), ("batchnorm",), rule="less",
+          contrast=Contrast("dropout", "largest", "smallest",
+                            match=("arch", "train_batch_size"))),
+    Claim("jitter_aug", "Balestriero & Baraniuk", "extra jitter of BN's statistics (the "
+          "variances of mu_B and sigma_B raised beyond the batch's) increases test accuracy "
+          "(§5: about +0.3-0.5 points with a ResNet9)", "generalization",
+          "test accuracy (%) at the last checkpoint; effect = difference in points",
+          cm.final_percent("test_accuracy"), ("batchnorm_jitter",), baseline="batchnorm",
+          rule="more"),
 )
 
 
-def _verdict(rule: str, lo: float, hi: float, margin: float) -> str:
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        return "inconclusive"
-    if rule == "less":
-        return "supported" if hi < 0 else "not supported" if lo > 0 else "inconclusive"
-    if rule == "more":
-        return "supported" if lo > 0 else "not supported" if hi < 0 else "inconclusive"
-    if rule == "no_less":
-        return "supported" if lo > -margin else "not supported" if hi < -margin else "inconclusive"
-    if rule == "equivalent":
-        if -margin < lo and hi < margin:
-            return "supported"
-        return "not supported" if hi < -margin or lo > margin else "inconclusive"
-    raise ValueError(f"unknown rule {rule!r}; valid: less, more, no_less, equivalent")
+def _row(base: dict, c: Claim, level: float, arm: pd.Series, against: pd.Series,
+         **where) -> dict:
+    """A measured ledger row: the paired effect of ``arm`` against ``against`` (per seed)."""
+    eff = paired_effect(arm, against, level)
+    return {**base, **where, "value": float(arm.mean()), "baseline_value": float(against.mean()),
+            **eff, "verdict": verdict(c.rule, eff["ci_low"], eff["ci_high"], c.margin),
+            "note": "" if eff["n_seeds"] >= 2 else "fewer than 2 paired seeds"}
 
 
-RULE_TEXT = {
-    "less": "supported iff the CI of the effect lies below 0; not supported iff above 0",
-    "more": "supported iff the CI of the effect lies above 0; not supported iff below 0",
-    "no_less": "supported iff the CI lies above -{m:.3g}; not supported iff below -{m:.3g}",
-    "equivalent": "supported iff the CI lies inside ±{m:.3g}; not supported iff outside it",
-}
+def _norm_rows(c: Claim, base: dict, df: pd.DataFrame, values: pd.Series,
+               level: float) -> list[dict]:
+    """Rows of a claim that pairs normalizers inside each experiment."""
+    v = values.rename("value").reset_index()
+    rows = []
+    for (exp, ds, model), g in v.groupby(IDS):
+        by_norm = {n: s.set_index("seed")["value"] for n, s in g.groupby("norm")}
+        if c.baseline is not None and c.baseline not in by_norm:
+            continue
+        for norm in (n for n in c.norms if n in by_norm):
+            against = 0.0 * by_norm[norm] if c.baseline is None else by_norm[c.baseline]
+            rows.append(_row(base, c, level, by_norm[norm], against, experiment=exp, dataset=ds,
+                             model=model, norm=norm,
+                             curve=c.curve(df, norm, exp) if c.curve else ""))
+    return rows
 
 
-def paired_effect(a: pd.Series, b: pd.Series, level: float) -> dict:
-    """Mean, CI and d_z of a - b over the seeds both have (finite values only)."""
-    diff = (a - b).dropna()
-    diff = diff[np.isfinite(diff)]
-    n = len(diff)
-    out = {"effect": float(diff.mean()) if n else np.nan, "ci_low": np.nan, "ci_high": np.nan,
-           "cohens_dz": np.nan, "n_seeds": n}
-    if n >= 2:
-        sd = float(diff.std(ddof=1))
-        half = float(stats.t.ppf(0.5 + level / 2, n - 1) * sd / np.sqrt(n))
-        out.update(ci_low=out["effect"] - half, ci_high=out["effect"] + half,
-                   cohens_dz=(out["effect"] / sd if sd > 0 else np.inf * np.sign(out["effect"])
-                              if out["effect"] != 0 else np.nan))
-    return out
+def _contrast_rows(c: Claim, base: dict, df: pd.DataFrame, values: pd.Series,
+                   level: float) -> list[dict] | str:
+    """Rows of a claim that pairs experiments (:mod:`bnstudy.claims.contrast`)."""
+    found = pairs(c.contrast, values, df, c.norms)
+    if isinstance(found, str):
+        return found
+    return [_row({**base, "baseline": p.baseline}, c, level, p.arm_values, p.base_values,
+                 experiment=p.experiment, dataset=p.dataset, model=p.model, norm=p.norm)
+            for p in found]
+
+
+def _unmeasured(c: Claim) -> str:
+    if c.contrast is not None:
+        return (f"no two experiments of {', '.join(c.norms)} that differ in "
+                f"{c.contrast.describe()}")
+    runs = (f"both {c.baseline} and one of" if c.baseline is not None
+            else "any of") + " " + ", ".join(c.norms)
+    return f"no experiment runs {runs}"
 
 
 def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95) -> pd.DataFrame:
     rows = []
     for c in CLAIMS:
         base = {"claim_id": c.key, "paper": c.paper, "claim": c.claim, "quantity": c.quantity,
-                "rule": RULE_TEXT[c.rule].format(m=c.margin), "baseline": c.baseline,
+                "rule": RULE_TEXT[c.rule].format(m=c.margin),
+                "baseline": c.baseline if c.contrast is None else c.contrast.describe(),
                 "role": c.role, "curve": ""}
         df = frames.get(c.table)
         if df is None or df.empty:
@@ -211,63 +253,12 @@ def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95) -> pd.DataFra
         if values.empty:
             rows.append({**base, "verdict": "not measured", "note": "no applicable rows"})
             continue
-        values = values.reset_index().rename(columns={0: "value"})
-        values.columns = [*values.columns[:-1], "value"]
-        found = False
-        for (exp, ds, model), g in values.groupby(IDS):
-            by_norm = {n: s.set_index("seed")["value"] for n, s in g.groupby("norm")}
-            if c.baseline is not None and c.baseline not in by_norm:
-                continue
-            for norm in c.norms:
-                if norm not in by_norm:
-                    continue
-                found = True
-                base_values = 0.0 * by_norm[norm] if c.baseline is None else by_norm[c.baseline]
-                eff = paired_effect(by_norm[norm], base_values, level)
-                verdict = _verdict(c.rule, eff["ci_low"], eff["ci_high"], c.margin)
-                note = "" if eff["n_seeds"] >= 2 else "fewer than 2 paired seeds"
-                curve = c.curve(df, norm, exp) if c.curve else ""
-                rows.append({**base, "curve": curve, "experiment": exp, "dataset": ds,
-                             "model": model,
-                             "norm": norm, "value": float(by_norm[norm].mean()),
-                             "baseline_value": float(base_values.mean()), **eff,
-                             "verdict": verdict, "note": note})
-        if not found:
-            runs = (f"both {c.baseline} and one of" if c.baseline is not None
-                    else "any of") + " " + ", ".join(c.norms)
-            rows.append({**base, "verdict": "not measured", "note": f"no experiment runs {runs}"})
+        found = (_norm_rows if c.contrast is None else _contrast_rows)(c, base, df, values,
+                                                                         level)
+        if isinstance(found, str) or not found:
+            rows.append({**base, "verdict": "not measured",
+                         "note": found if isinstance(found, str) else _unmeasured(c)})
+            continue
+        rows.extend(found)
     rows.extend(dannemann_claim(frames.get("dannemann")))
     return pd.DataFrame(rows)
-
-
-def dannemann_claim(df: pd.DataFrame | None) -> list[dict]:
-    """Dannemann & Junike: at the plain optimum W* the BN loss gradient is not zero, gradient
-    descent on the BN loss ends on 3 w1 = 5 w2, and Lemma 4.5's inequality fails at W0 = W*."""
-    base = {"claim_id": "dannemann", "paper": "Dannemann & Junike",
-            "claim": "BN does not improve initialization (Santurkar's Lemma 4.5 fails)",
-            "quantity": "||grad L_BN(W*)||; max |3w1 - 5w2| / (sqrt(34)||w||) after GD; Lemma "
-                        "4.5 at W0 = W*",
-            "rule": "supported iff the gradient norm > 1e-6, the GD residual < 1e-6 and the "
-                    "inequality fails at W0 = W*; not supported if the gradient vanishes or the "
-                    "inequality holds", "baseline": "plain least squares", "role": "test",
-            "curve": ""}
-    if df is None or df.empty:
-        return [{**base, "verdict": "not measured", "note": "no dannemann table"}]
-    grad = df[(df["record"] == "gradient") & (df["method"] == "autograd_batchnorm1d")]["grad_norm"]
-    final = df[(df["record"] == "final") & (df["objective"] == "bn")]
-    lemma = df[(df["record"] == "lemma") & (df["init"] == 0)]
-    if grad.empty or final.empty or lemma.empty:
-        return [{**base, "verdict": "not measured", "note": "incomplete dannemann table"}]
-    g = float(grad.iloc[0])
-    resid = float(final["line_residual_normalized"].abs().max())
-    holds = bool(lemma["holds_reached"].iloc[0])
-    if g > 1e-6 and resid < 1e-6 and not holds:
-        verdict = "supported"
-    elif g <= 1e-6 or holds:
-        verdict = "not supported"
-    else:
-        verdict = "inconclusive"
-    lhs, rhs = float(lemma["lhs_reached"].iloc[0]), float(lemma["rhs"].iloc[0])
-    note = (f"||grad|| = {g:.4g}; GD residual {resid:.2g} over {len(final)} starts; Lemma 4.5 "
-            f"{'holds' if holds else 'fails'} at W0 = W* (lhs {lhs:.4g} vs rhs {rhs:.4g})")
-    return [{**base, "value": g, "verdict": verdict, "note": note}]

@@ -16,6 +16,8 @@ verdict rules). Each maps a table to one value per (experiment, dataset, model, 
   value in the table (the best observed; the log of 0 is not finite). NaN that is not a blow-up
   (``beta_eff`` at a zero gradient, which is undefined) is left out.
 - :func:`final_train_loss`: ``log`` of the final training loss.
+- :func:`final_log`, :func:`final_percent`: a generalization column at each run's last
+  checkpoint, as a log (losses, gamma^2) or a percentage (accuracies).
 - :func:`rel_error`: Luo's ``gen_error / curve - 1`` at the final checkpoint, pooled per load
   alpha; :func:`luo_curve` names the curve and constant a row is compared with.
 """
@@ -50,6 +52,34 @@ def final_train_loss(df: pd.DataFrame) -> pd.Series:
     d = df[df["split"] == "train"]
     last = d.groupby(["experiment", "norm", "seed"])["step"].transform("max")
     return per_run(d[d["step"] == last], "loss", log=True)
+
+
+def final_log(col: str) -> Callable[[pd.DataFrame], pd.Series]:
+    """``log(col)`` at each run's last checkpoint (a table with one row per run and step, such
+    as generalization's); values that are not positive (NaN: a diverged run, or a quantity the
+    run has none of) are left out."""
+
+    def metric(df: pd.DataFrame) -> pd.Series:
+        if col not in df:
+            return pd.Series(dtype=float)
+        last = df.groupby(["experiment", "norm", "seed"])["step"].transform("max")
+        d = df[(df["step"] == last) & (df[col] > 0)]
+        return per_run(d, col, log=True)
+
+    return metric
+
+
+def final_percent(col: str) -> Callable[[pd.DataFrame], pd.Series]:
+    """``100 col`` (a fraction as a percentage) at each run's last checkpoint."""
+
+    def metric(df: pd.DataFrame) -> pd.Series:
+        if col not in df:
+            return pd.Series(dtype=float)
+        last = df.groupby(["experiment", "norm", "seed"])["step"].transform("max")
+        d = df[(df["step"] == last) & df[col].notna()]
+        return 100.0 * per_run(d, col)
+
+    return metric
 
 
 def smooth(col: str) -> Callable[[pd.DataFrame], pd.Series]:

@@ -86,8 +86,9 @@ class Section:
 FAMILIES: dict[str, Family] = {}
 SECTIONS: dict[str, Section] = {}
 # Report order: training, the core measures, then the papers' experiments.
-MODULES = ("training", "lr_sweep", "generalization", "partition_density", "ics", "smoothness",
-           "bn_jitter", "teacher_student", "teacher_student_findings", "dannemann")
+MODULES = ("training", "lr_sweep", "generalization", "batch_regularization", "partition_density",
+           "ics", "smoothness", "bn_jitter", "teacher_student", "teacher_student_findings",
+           "dannemann")
 
 
 def register(family: Family) -> Family:

@@ -68,6 +68,7 @@ LABELS = {
     "alpha": "load alpha = P / N",
     "err": "generalization error",
     "gamma2": "gamma² = ‖w̃‖² / N",
+    "gamma_sq": "γ² (mean over layers and units)",
     "ratio": "empirical / predicted variance",
     "x0": "input x₀",
     "x1": "input x₁",

@@ -25,8 +25,8 @@ from bnstudy.report import template as report_template
 
 # Sections by question: partition density, ICS, smoothness, generalization and training, BN
 # jitter, teacher-student, the counterexample; sections not listed follow in registration order.
-ORDER = ("partition_density", "ics", "smoothness", "generalization", "training", "lr_sweep",
-         "bn_jitter", "teacher_student", "dannemann")
+ORDER = ("partition_density", "ics", "smoothness", "generalization", "batch_regularization",
+         "training", "lr_sweep", "bn_jitter", "teacher_student", "dannemann")
 
 
 def _figure_index(figures: list[str]) -> dict[tuple[str, str], Path]:

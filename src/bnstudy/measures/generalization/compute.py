@@ -14,6 +14,16 @@ statistics the batch-statistics normalizers (BN and its variants, the l_p norms:
 
 Gaps are ``test - train`` for the loss and ``train - test`` for accuracy, so that a positive gap
 means worse on unseen data in both. A diverged run gives NaN metrics and ``diverged = True``.
+
+Each row also states what Luo et al. §5 compare runs by, so that runs of different experiments
+can be set side by side (the claims ledger's cross-experiment contrasts, the batch-size
+figure): ``arch`` and ``dropout`` (the model's), ``train_batch_size`` (the batch the run trained
+with; a full-batch run's is the training-set size), ``lr_batch_scaled`` (whether its learning
+rate was scaled with the batch size, ``lr_reference_batch``) and ``gamma_sq``, the strength of the
+normalizers' scale at the last checkpoint: the mean over hidden layers whose normalizer has a
+learned per-unit scale gamma (BN and its variants, population norm, WN + gamma decay, the l_p,
+layer and group norms) of the layer's mean gamma^2 (Luo Fig. 2e: weaker regularization from
+larger batches lets gamma^2 grow); NaN when no layer has one.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from torch import nn
 
 from bnstudy.measures.generalization.options import BN_STATISTICS, Options  # noqa: F401
 from bnstudy.measures.partition.frozen_bn import frozen_copy
+from bnstudy.networks.blocks import blocks
 from bnstudy.train import checkpoints
 from bnstudy.train.loop import evaluate
 
@@ -52,6 +63,26 @@ def measure(model: nn.Module, data, options: Options | dict | None = None) -> li
     }]
 
 
+def gamma_sq(model: nn.Module) -> float:
+    """Mean over hidden layers with a learned per-unit normalizer scale of mean(gamma^2)."""
+    per_layer = []
+    for block in blocks(model):
+        w = getattr(block.norm, "weight", None)
+        if isinstance(w, nn.Parameter) and w.requires_grad and w.dim() == 1:
+            per_layer.append(float(w.detach().double().pow(2).mean()))
+    return sum(per_layer) / len(per_layer) if per_layer else float("nan")
+
+
+def run_covariates(run: dict, data) -> dict:
+    """What runs are compared by across experiments: architecture, dropout, training batch."""
+    model, train = run["spec"]["model_config"], run["spec"]["training"]
+    n = len(data.x_train)
+    bs = train.get("batch_size", 64)
+    return {"arch": str(model["arch"]), "dropout": float(model.get("dropout", 0.0)),
+            "train_batch_size": n if bs in (None, "full", 0) else min(int(bs), n),
+            "lr_batch_scaled": train.get("lr_reference_batch") is not None}
+
+
 def diverged_row(stats: str) -> dict:
     nan = float("nan")
     return {"train_loss": nan, "test_loss": nan, "loss_gap": nan, "train_accuracy": nan,
@@ -63,8 +94,9 @@ def run(run: dict, ds, options: Options, device: torch.device) -> list[dict]:
     stats = options.bn_statistics
     last = run["checkpoints"][-1]
     if run["diverged"]:
-        row = diverged_row(stats)
+        row = {**diverged_row(stats), "gamma_sq": float("nan")}
     else:
         restored = checkpoints.restore(run, len(run["checkpoints"]) - 1, ds, device)
-        row = measure(restored.model, ds, options)[0]
-    return [{"step": int(last["step"]), **row, "diverged": bool(run["diverged"])}]
+        row = {**measure(restored.model, ds, options)[0], "gamma_sq": gamma_sq(restored.model)}
+    return [{"step": int(last["step"]), **row, **run_covariates(run, ds),
+             "diverged": bool(run["diverged"])}]
