@@ -105,8 +105,9 @@ register(Family(
         "w − ηg, η = m·lr (band; both averaged over seeds). Then the largest gradient change "
         "‖∇L(w−ηg) − g‖₂ over the probes, the effective β-smoothness (largest gradient change "
         "per unit distance moved) and, when measured, the top Hessian eigenvalue at w; lines are "
-        "seed means, bands are 95% Student-t CIs over seeds. Lower and flatter means a "
-        "smoother, more predictive "
+        "seed means, bands are 95% Student-t CIs over seeds (on the log axes a band that "
+        "runs to the bottom of its panel is an interval reaching zero or below: seeds that "
+        "differ by orders of magnitude). Lower and flatter means a smoother, more predictive "
         "landscape; look for the gap between normalized and unnormalized networks, especially "
         "early in training."),
 ))
