@@ -125,6 +125,10 @@ def test_batch_regularization_draws_the_compared_arms_only():
     assert curves.loc[curves["experiment"] == "r1024", "samples"].max() == pytest.approx(102.4)
     fig = plots.FAMILIES["batch_regularization"].draw([gen, train], {})
     assert len(fig.axes) == 3
+    # a study's sweep axes are columns of every table: luo.yaml sweeps an axis named `arm`
+    swept = [gen.assign(arm="gd"), train.assign(arm="gd", train_batch_size=0)]
+    fig = plots.FAMILIES["batch_regularization"].draw(swept, {})
+    assert len(fig.axes) == 3
     text = br.findings({"generalization": gen})
     assert "d / resnet18: batchnorm, M=128: test loss 0.21 [" in text and "cnn" not in text
     assert br.findings({"generalization": gen[gen["arch"] == "cnn"]}) == ""

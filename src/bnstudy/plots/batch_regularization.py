@@ -70,8 +70,10 @@ def compared(config: dict) -> bool:
 
 
 def _curves(train: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """Test-loss histories of ``runs``, against samples seen (step x batch size)."""
-    d = train[(train["split"] == "test")].merge(
+    """Test-loss histories of ``runs``, against samples seen (step x batch size). Only the
+    history's own columns are taken: a study's sweep axes are columns of every table, and one
+    may be named like the figure's (luo.yaml's ``arm``)."""
+    d = train.loc[train["split"] == "test", [*RUN, "step", "split", "loss"]].merge(
         runs[[*RUN, "arm", "train_batch_size"]].drop_duplicates(RUN), on=RUN)
     d["samples"] = d["step"] * d["train_batch_size"] / 1000.0
     return d
