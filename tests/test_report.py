@@ -178,3 +178,21 @@ def test_order_puts_sections_by_question():
     keys = [s.key for s in report.ordered_sections()]
     assert keys[:3] == ["partition_density", "ics", "smoothness"]
     assert keys.index("teacher_student") < keys.index("dannemann")
+
+
+def test_intro_counts_every_run_not_the_generalization_rows():
+    """Experiments that measure only the teacher-student table have no generalization rows, and
+    a run has one training row per evaluation step: the intro counts the study's runs."""
+    config = {"experiments": {
+        "ts": {"dataset": "t", "model": "u", "norms": ["none", "batchnorm"], "seeds": [0, 1]},
+        "img": {"dataset": "d", "model": "m", "norms": ["batchnorm"], "seeds": [0, 1, 2]}}}
+    hist = [{"experiment": e, "norm": n, "seed": s, "step": step, "split": "train",
+             "diverged": e == "ts" and n == "none" and s == 1 and step == 20}
+            for e, n, s in [("ts", "none", 0), ("ts", "none", 1), ("ts", "batchnorm", 0),
+                            ("ts", "batchnorm", 1), ("img", "batchnorm", 0),
+                            ("img", "batchnorm", 1), ("img", "batchnorm", 2)]
+            for step in (0, 10, 20)]
+    gen = pd.DataFrame([{"experiment": "img", "norm": "batchnorm", "seed": s, "step": 20,
+                         "diverged": s == 2} for s in (0, 1, 2)] * 2)
+    intro = report._intro(config, {"training": pd.DataFrame(hist), "generalization": gen})
+    assert "gathers 7 training runs (1 diverged) over 2 experiments" in intro["text"]

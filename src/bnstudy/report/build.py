@@ -137,9 +137,7 @@ def render(context: dict) -> str:
 
 
 def _intro(config: dict, frames: dict[str, pd.DataFrame]) -> dict:
-    gen = frames.get("generalization")
-    runs = len(gen) if gen is not None else 0
-    diverged = int(gen["diverged"].sum()) if gen is not None and "diverged" in gen else 0
+    runs, diverged = _run_counts(config, frames)
     exps = [{"name": n, "dataset": e["dataset"], "model": e["model"],
              "norms": ", ".join(e["norms"]), "seeds": e["seeds"]}
             for n, e in config.get("experiments", {}).items()]
@@ -147,6 +145,17 @@ def _intro(config: dict, frames: dict[str, pd.DataFrame]) -> dict:
             f"training runs ({diverged} diverged) over {len(exps)} "
             "experiments (click for the list).")
     return {"text": text, "experiments": exps}
+
+
+def _run_counts(config: dict, frames: dict[str, pd.DataFrame]) -> tuple[int, int]:
+    """Training runs and how many diverged: every run of the study (its experiments' norms x
+    seeds; each trains once), diverged when any row of its training history says so."""
+    runs = sum(len(e["norms"]) * len(e["seeds"]) for e in config.get("experiments", {}).values())
+    train = frames.get("training")
+    if train is None or train.empty or "diverged" not in train:
+        return runs, 0
+    per_run = train.groupby(["experiment", "norm", "seed"])["diverged"].any()
+    return runs, int(per_run.sum())
 
 
 def _provenance(table_paths: list[str]) -> str:
