@@ -196,3 +196,5 @@ def test_intro_counts_every_run_not_the_generalization_rows():
                          "diverged": s == 2} for s in (0, 1, 2)] * 2)
     intro = report._intro(config, {"training": pd.DataFrame(hist), "generalization": gen})
     assert "gathers 7 training runs (1 diverged) over 2 experiments" in intro["text"]
+    one = {"experiments": {"img": config["experiments"]["img"]}}
+    assert "over 1 experiment (click" in report._intro(one, {})["text"]

@@ -141,10 +141,14 @@ def _intro(config: dict, frames: dict[str, pd.DataFrame]) -> dict:
     exps = [{"name": n, "dataset": e["dataset"], "model": e["model"],
              "norms": ", ".join(e["norms"]), "seeds": e["seeds"]}
             for n, e in config.get("experiments", {}).items()]
-    text = (f"What do normalization layers do to a deep network? This report gathers {runs} "
-            f"training runs ({diverged} diverged) over {len(exps)} "
-            "experiments (click for the list).")
+    text = (f"What do normalization layers do to a deep network? This report gathers "
+            f"{_count(runs, 'training run')} ({diverged} diverged) over "
+            f"{_count(len(exps), 'experiment')} (click for the list).")
     return {"text": text, "experiments": exps}
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _run_counts(config: dict, frames: dict[str, pd.DataFrame]) -> tuple[int, int]:
