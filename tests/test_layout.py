@@ -1,0 +1,90 @@
+"""The package's layout: no import cycles between bnstudy's modules (imports at module level and
+inside functions alike), no private name of one module imported by another, and modules of about
+300 lines at most. Read from the source with ``ast``; nothing is imported."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "bnstudy"
+MAX_LINES = 350  # "about 300": the largest today (cli, data, networks.normalizers) are ~340
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in sorted(SRC.rglob("*.py")):
+        parts = p.relative_to(SRC.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = p
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> tuple[set[str], list[str]]:
+    """The bnstudy modules ``name`` imports anywhere in its source, and the private names
+    (``_x``) it imports from other modules."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found, private = set(), []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            for a in node.names:
+                full = f"{base}.{a.name}"
+                found.add(full if full in MODULES else base)
+                if a.name.startswith("_") and not a.name.startswith("__") and \
+                        base.startswith("bnstudy"):
+                    private.append(f"{name} imports {full}")
+    return {m for m in found if m in MODULES and m != name}, private
+
+
+GRAPH = {m: _imports(m, p)[0] for m, p in MODULES.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    state, stack, cycles = {}, [], []
+
+    def visit(u):
+        state[u] = "open"
+        stack.append(u)
+        for v in sorted(graph[u]):
+            if state.get(v) == "open":
+                cycles.append(stack[stack.index(v):] + [v])
+            elif v not in state:
+                visit(v)
+        stack.pop()
+        state[u] = "done"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+    return cycles
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c", "a"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles():
+    assert len(MODULES) > 40 and GRAPH["bnstudy.networks.models"]  # the walk sees the package
+    assert _cycles(GRAPH) == []
+
+
+def test_no_private_names_across_modules():
+    assert [p for m, path in MODULES.items() for p in _imports(m, path)[1]] == []
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module_size(name):
+    lines = len(MODULES[name].read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{name}: {lines} lines"
