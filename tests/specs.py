@@ -31,10 +31,10 @@ def measure_cli(tmp_path, measure, runs, data_file, options=None, experiment_run
     grid = {}
     for run in runs:
         s = run["spec"]
-        entry = grid.setdefault(s["experiment"], {"norms": [], "seeds": []})
-        entry["norms"] += [s["norm"]] if s["norm"] not in entry["norms"] else []
-        entry["seeds"] += [s["seed"]] if s["seed"] not in entry["seeds"] else []
-        path = tables.run_file(results, s["experiment"], s["norm"], s["seed"], "checkpoints.pt")
+        entry = grid.setdefault(s.experiment, {"norms": [], "seeds": []})
+        entry["norms"] += [s.norm] if s.norm not in entry["norms"] else []
+        entry["seeds"] += [s.seed] if s.seed not in entry["seeds"] else []
+        path = tables.run_file(results, s.experiment, s.norm, s.seed, "checkpoints.pt")
         checkpoints.save(run, path)
     (experiment,) = grid
     outs = {t: tmp_path / "out" / f"{t}.parquet" for t in measures.get(measure).tables}

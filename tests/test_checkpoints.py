@@ -107,7 +107,7 @@ def test_measure_verb_names_a_corrupt_checkpoint_without_traceback(run, star, tm
     data.save(star, tmp_path / "star.npz")
     rc, _ = measure_cli(tmp_path, "generalization", [run], tmp_path / "star.npz")
     assert rc == 0  # the intact file measures
-    s = run["spec"]
+    s = run["spec"].to_dict()
     path = Path(tables.run_file(tmp_path / "results", s["experiment"], s["norm"], s["seed"],
                                 "checkpoints.pt"))
     capsys.readouterr()

@@ -161,7 +161,7 @@ def test_noise_changes_with_the_step_and_is_fixed_per_seed(star):
             outs.append(r.model.train()(x))
             assert torch.equal(r.model(x), outs[-1])  # any number of passes: the same noise
     assert not torch.allclose(outs[0], outs[1]) and not torch.allclose(outs[1], outs[2])
-    other = training.train({**run["spec"], "seed": 1}, star, "cpu")
+    other = training.train(run["spec"].replace(seed=1), star, "cpu")
     seeds = [[int(m.noise_seed) for n, m in checkpoints.restore(r, 0, star).model.named_modules()
               if isinstance(m, nln.StepNoise)] for r in (run, other)]
     assert seeds[0] != seeds[1]

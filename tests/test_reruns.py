@@ -141,7 +141,8 @@ def _train_modules():
     """The modules training runs on: the loop, the model's, and every normalizer module."""
     norms = sorted(p.relative_to(SRC).as_posix() for p in (SRC / "networks/norms").glob("*.py")
                    if p.name != "__init__.py")
-    return ["networks/models.py", "train/loop.py", "networks/normalizers.py", *norms]
+    return ["networks/models.py", "train/loop.py", "train/config.py", "train/spec.py",
+            "networks/normalizers.py", *norms]
 
 
 @pytest.mark.parametrize("module", _train_modules())

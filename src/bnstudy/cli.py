@@ -14,8 +14,6 @@ import time
 
 log = logging.getLogger("bnstudy")
 
-ID_COLUMNS = ("experiment", "dataset", "model", "norm", "seed")
-
 
 def _json(text: str):
     try:
@@ -30,8 +28,6 @@ def _set_threads(n: int) -> None:
     torch.set_num_threads(max(1, n))
 
 
-def _ids(spec: dict) -> dict:
-    return {k: spec[k] for k in ID_COLUMNS}
 
 
 def cmd_check(a) -> None:
@@ -54,40 +50,29 @@ def cmd_prepare_data(a) -> None:
              len(ds.x_train), len(ds.x_test), ds.input_shape)
 
 
-def _validate_spec(spec: dict) -> None:
-    from bnstudy.networks import models, normalizers
-    from bnstudy.train import loop as training
-
-    missing = [k for k in (*ID_COLUMNS, "model_config", "training") if k not in spec]
-    if missing:
-        raise ValueError(f"run spec lacks {missing}")
-    normalizers.get(spec["norm"])
-    models.ModelConfig.from_dict(spec["model_config"])
-    training.TrainConfig.from_dict(spec["training"])
-
-
 def cmd_train(a) -> None:
     from bnstudy import data, io
     from bnstudy.train import checkpoints
     from bnstudy.train import loop as training
+    from bnstudy.train.spec import RunSpec
 
-    _validate_spec(a.spec)
+    spec = RunSpec.parse(a.spec, source="--spec")  # typed from here on
     training.resolve_device(a.device)
     _set_threads(a.threads)
     ds = data.load(a.data)
     t0 = time.perf_counter()
-    result = training.train(a.spec, ds, a.device, resume_path=a.resume)
+    result = training.train(spec, ds, a.device, resume_path=a.resume)
     hist = training.history_frame(result)
-    for k, v in _ids(a.spec).items():
+    for k, v in spec.ids.items():
         hist[k] = v
-    prov = io.provenance(io.stable_hash(a.spec), result["device"])
+    prov = io.provenance(io.stable_hash(spec.to_dict()), result["device"])
     io.write_table(hist, a.out_history, prov)
     checkpoints.save(result, a.out_checkpoints)
     if a.resume:
         from pathlib import Path
 
         Path(a.resume).unlink(missing_ok=True)
-    log.info("trained %s in %.1fs on %s (diverged=%s)", _ids(a.spec),
+    log.info("trained %s in %.1fs on %s (diverged=%s)", spec.ids,
              time.perf_counter() - t0, result["device"], result["diverged"])
 
 
@@ -118,15 +103,15 @@ def cmd_measure(a) -> None:
     for i, path in enumerate(files, 1):
         t1 = time.perf_counter()
         run = checkpoints.load(path)
-        specs.append(run["spec"])
+        specs.append(run["spec"].to_dict())
         result = measures.as_tables(measure, measure.run(run, ds, options, dev))
         for table in measure.tables:
             df = pd.DataFrame(result.get(table, []))
-            for k, v in _ids(run["spec"]).items():
+            for k, v in run["spec"].ids.items():
                 df[k] = v
             rows[table].append(df)
         log.info("%s: run %d/%d %s done in %.1fs (%s)", a.name, i, len(files),
-                 _ids(run["spec"]), time.perf_counter() - t1,
+                 run["spec"].ids, time.perf_counter() - t1,
                  ", ".join(f"{t}: {len(rows[t][-1])} rows" for t in measure.tables))
     prov = io.provenance(io.stable_hash([specs, a.name, a.options]), str(dev),
                          measure=a.name, options=a.options, runs=len(files))

@@ -25,6 +25,7 @@ from torch import nn
 
 from bnstudy import data, io, tables
 from bnstudy.train import checkpoints
+from bnstudy.train.spec import RunSpec
 
 TABLES, RUNS, DATA = "tables", "runs", "data"
 
@@ -44,7 +45,7 @@ class Checkpoint:
     dataset: data.Dataset
     step: int
     steps: list[int]  # every checkpointed step of the run
-    spec: dict  # the run spec (experiment, dataset, model_config, norm, seed, training)
+    spec: RunSpec  # the run spec (experiment, dataset, model, norm, seed, model_config, training)
     batch: torch.Tensor  # training-set indices of the mini-batch of update ``step``
 
 
@@ -153,7 +154,7 @@ class Results:
         if isinstance(step, bool) or not isinstance(step, int) or step not in steps:
             raise ValueError(f"run {experiment}/{norm}/seed{seed} has no checkpoint at step "
                              f"{step!r}; checkpointed steps: {steps}")
-        ds = self.dataset(run["spec"]["dataset"])
+        ds = self.dataset(run["spec"].dataset)
         r = checkpoints.restore(run, steps.index(step), ds, device)
         r.model.train(train)
         return Checkpoint(r.model, ds, r.step, steps, r.spec, r.batch)

@@ -6,8 +6,10 @@ A run file is a plain dict of tensors, numbers and strings, saved inside a check
     {"spec": {...run spec...}, "diverged": bool, "device": str,
      "checkpoints": [{"step", "model", "optimizer", "batch"}, ...]}
 
-Measures use :func:`restore`, which rebuilds the model from the spec and loads the weights, BN
-buffers and optimizer state of one checkpoint.
+:func:`load` returns that dict with its spec parsed into a :class:`~bnstudy.train.spec.RunSpec`
+(a run file is data, not trusted: a spec that does not parse names the file); :func:`save` writes
+the spec's JSON form. Measures use :func:`restore`, which rebuilds the model from the spec and
+loads the weights, BN buffers and optimizer state of one checkpoint.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import torch
 from torch import nn
 
 from bnstudy.data import Dataset
-from bnstudy.io import load_pt, save_pt
-from bnstudy.train.loop import TrainConfig, build, make_optimizer
+from bnstudy.io import CorruptFile, load_pt, save_pt
+from bnstudy.train.loop import build, make_optimizer
+from bnstudy.train.spec import RunSpec
 
 
 @dataclass
@@ -28,7 +31,7 @@ class Restored:
     step: int
     model: nn.Module
     batch: torch.Tensor  # training-set indices of the mini-batch used by update ``step``
-    spec: dict
+    spec: RunSpec
     optimizer_state: dict
     _optimizer: torch.optim.Optimizer | None = None
 
@@ -40,8 +43,7 @@ class Restored:
         seconds of start-up that measures without an optimizer need not pay.
         """
         if self._optimizer is None:
-            cfg = TrainConfig.from_dict(self.spec["training"])
-            self._optimizer = make_optimizer(self.model, cfg)
+            self._optimizer = make_optimizer(self.model, self.spec.training)
             self._optimizer.load_state_dict(self.optimizer_state)
         return self._optimizer
 
@@ -50,14 +52,20 @@ KIND = "checkpoints"
 
 
 def save(result: dict, path: str | Path) -> None:
-    blob = {k: result[k] for k in ("spec", "checkpoints", "diverged", "device")}
+    blob = {"spec": RunSpec.parse(result["spec"]).to_dict(),
+            **{k: result[k] for k in ("checkpoints", "diverged", "device")}}
     save_pt(blob, path, KIND)
 
 
 def load(path: str | Path) -> dict:
     """The run file at ``path``; :class:`bnstudy.io.CorruptFile` names a corrupt, truncated or
-    foreign file (its checksum is verified)."""
-    return load_pt(path, KIND)
+    foreign file (its checksum is verified), or one whose run spec does not parse."""
+    run = load_pt(path, KIND)
+    try:
+        run["spec"] = RunSpec.parse(run.get("spec"), source=f"{path}: run spec")
+    except ValueError as e:
+        raise CorruptFile(str(e)) from None
+    return run
 
 
 def steps(run: dict) -> list[int]:

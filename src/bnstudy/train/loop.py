@@ -34,10 +34,8 @@ nothing else would remove it).
 
 from __future__ import annotations
 
-import math
 import re
 import time
-from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
@@ -47,63 +45,9 @@ from bnstudy.data import Dataset
 from bnstudy.io import stable_hash
 from bnstudy.networks import models, normalizers
 from bnstudy.train import augment, progress, resume, schedules
+from bnstudy.train.config import TrainConfig  # noqa: F401 (re-exported)
 from bnstudy.train.resume import RESUME_KIND, to_cpu  # noqa: F401 (re-exported)
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    lr: float = 0.1
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    batch_size: int | None = 64  # None: full batch
-    steps: int = 500
-    eval_every: int = 50
-    checkpoints: tuple = (0,)  # steps at which checkpoints are saved; the last step is added
-    # the learning-rate schedule (:mod:`bnstudy.train.schedules`)
-    lr_schedule: str = "constant"  # constant | inverse_time | exponential | step
-    lr_decay: float = 0.0  # inverse_time, exponential: decay rate per step
-    lr_milestones: tuple = ()  # step: where the lr is multiplied by lr_step_factor
-    lr_milestone_unit: str = "step"  # step | epoch
-    lr_step_factor: float = 0.1
-    warmup_steps: int = 0  # linear warm-up
-    lr_reference_batch: int | None = None  # lr * batch_size / lr_reference_batch when set
-    augment: bool = False  # random crop + horizontal flip (:mod:`bnstudy.train.augment`)
-    augment_padding: int = 4
-
-    @classmethod
-    def from_dict(cls, d: dict) -> TrainConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown training option(s) {unknown}; valid: {sorted(known)}")
-        d = dict(d)
-        if d.get("batch_size") in ("full", 0):
-            d["batch_size"] = None
-        for key in ("lr", "momentum", "weight_decay"):
-            v = d.get(key, 0.0)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
-                raise ValueError(f"training {key}={v!r}: allowed: a finite number >= 0")
-        for key, low in (("steps", 0), ("eval_every", 1), ("batch_size", 1)):
-            v = d.get(key, 1)
-            if (v is not None or key != "batch_size") and (
-                    isinstance(v, bool) or not isinstance(v, int) or v < low):
-                allowed = f"an integer >= {low}" + (" or 'full'" if key == "batch_size" else "")
-                raise ValueError(f"training {key}={v!r}: allowed: {allowed}")
-        if "checkpoints" in d:
-            ck = d["checkpoints"]
-            steps = d.get("steps", cls.steps)
-            if isinstance(ck, (str, bytes)) or not all(
-                    isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= steps
-                    for s in ck):
-                raise ValueError(f"training checkpoints={ck!r}: allowed: a list of integer steps "
-                                 f"in 0..{steps} (steps)")
-            d["checkpoints"] = tuple(ck)
-        d.update(schedules.check(d))
-        augment.check(d.get("augment", False), d.get("augment_padding", cls.augment_padding))
-        return cls(**d)
-
-    def checkpoint_steps(self) -> list[int]:
-        return sorted({s for s in self.checkpoints if 0 <= s <= self.steps} | {0, self.steps})
+from bnstudy.train.spec import RunSpec
 
 
 def resolve_device(name: str = "auto") -> torch.device:
@@ -159,19 +103,19 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.SGD:
                            weight_decay=cfg.weight_decay)
 
 
-def build(spec: dict, ds: Dataset, device: torch.device | str = "cpu") -> nn.Module:
+def build(spec: RunSpec | dict, ds: Dataset, device: torch.device | str = "cpu") -> nn.Module:
     """The model a run spec describes, freshly initialized from the run's seed."""
-    torch.manual_seed(int(spec["seed"]))
-    net = models.build_model(spec["model_config"], spec["norm"], ds.input_shape, ds.out_dim)
+    spec = RunSpec.parse(spec)
+    torch.manual_seed(spec.seed)
+    net = models.build_model(spec.model_config, spec.norm, ds.input_shape, ds.out_dim)
     return net.to(device)
 
 
-def _norm_hooks(spec: dict, xtr, ytr, task: str, cfg: TrainConfig):
+def _norm_hooks(spec: RunSpec, xtr, ytr, task: str):
     """The run's configured normalizer and the context its training hooks receive."""
-    mc = spec["model_config"]
-    nz = (models.ModelConfig.from_dict(mc) if isinstance(mc, dict) else mc).normalizer(spec["norm"])
-    ctx = normalizers.HookContext(x=xtr, y=ytr, task=task, seed=int(spec["seed"]),
-                                  batch_size=cfg.batch_size or len(xtr))
+    nz = spec.model_config.normalizer(spec.norm)
+    ctx = normalizers.HookContext(x=xtr, y=ytr, task=task, seed=spec.seed,
+                                  batch_size=spec.training.batch_size or len(xtr))
     return nz, ctx
 
 
@@ -202,21 +146,22 @@ def _snapshot(model, opt, batch, step) -> dict:
     }
 
 
-def train(spec: dict, ds: Dataset, device: str = "auto", resume_path=None) -> dict:
-    """Train the run ``spec`` (keys: model_config, norm, seed, training) on ``ds``.
+def train(spec: RunSpec | dict, ds: Dataset, device: str = "auto", resume_path=None) -> dict:
+    """Train the run ``spec`` (a :class:`RunSpec`, or its JSON form, parsed here) on ``ds``.
 
     Returns ``{"spec", "checkpoints", "history", "diverged", "device"}``; ``history`` is a list of
     row dicts (step, split, loss, accuracy, lr, wall_time).
     """
-    cfg = TrainConfig.from_dict(spec["training"])
+    spec = RunSpec.parse(spec)
+    cfg = spec.training
     dev = resolve_device(device)
-    seed = int(spec["seed"])
+    seed = spec.seed
     model = build(spec, ds, dev)
     opt = make_optimizer(model, cfg)
     lf = loss_fn(ds.task)
     xtr, ytr = torch.as_tensor(ds.x_train, device=dev), torch.as_tensor(ds.y_train, device=dev)
     xte, yte = torch.as_tensor(ds.x_test, device=dev), torch.as_tensor(ds.y_test, device=dev)
-    nz, ctx = _norm_hooks(spec, xtr, ytr, ds.task, cfg)
+    nz, ctx = _norm_hooks(spec, xtr, ytr, ds.task)
     if nz.on_init is not None:  # e.g. bn_init; a resumed run then loads its saved state over it
         nz.on_init(model, ctx, nz.options)
     sampler = BatchSampler(len(xtr), cfg.batch_size, seed)
@@ -269,7 +214,7 @@ def train(spec: dict, ds: Dataset, device: str = "auto", resume_path=None) -> di
             "diverged": diverged, "device": str(dev)}
 
 
-def _resume_key(spec: dict, ds: Dataset) -> str:
+def _resume_key(spec: RunSpec, ds: Dataset) -> str:
     """What a saved trainer state must match to be resumed: the run spec, the data arrays (a
     dataset whose options changed keeps its name in the spec) and this package's source (a code
     change reruns the job, which must not continue a state the old code produced)."""
@@ -277,7 +222,7 @@ def _resume_key(spec: dict, ds: Dataset) -> str:
 
     import numpy as np
 
-    h = hashlib.sha256(stable_hash(spec).encode())
+    h = hashlib.sha256(stable_hash(spec.to_dict()).encode())
     for a in (ds.x_train, ds.y_train, ds.x_test, ds.y_test):
         a = np.ascontiguousarray(a)
         h.update(f"{a.dtype}{a.shape}".encode())

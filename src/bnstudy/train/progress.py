@@ -10,6 +10,10 @@ no number and costs one string per evaluation.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the annotation only
+    from bnstudy.train.spec import RunSpec
 
 log = logging.getLogger("bnstudy")
 
@@ -29,7 +33,7 @@ def line(run: str, step: int, total: int, train: dict, test: dict, task: str) ->
     return ", ".join(parts)
 
 
-def report(spec: dict, step: int, total: int, history: list[dict], task: str) -> None:
+def report(spec: RunSpec, step: int, total: int, history: list[dict], task: str) -> None:
     """Log the progress line of evaluation step ``step``, whose train and test rows are the last
     two of ``history``."""
     if not log.isEnabledFor(logging.INFO):
@@ -39,5 +43,5 @@ def report(spec: dict, step: int, total: int, history: list[dict], task: str) ->
             "train", "test", step, step):
         raise ValueError(f"progress of step {step}: the last history rows are "
                          f"{history[-2:]!r}, expected that step's train and test rows")
-    run = f"train {spec.get('experiment', '?')}/{spec['norm']}/seed{spec['seed']}"
+    run = f"train {spec.experiment}/{spec.norm}/seed{spec.seed}"
     log.info("%s", line(run, step, total, train, test, task))

@@ -75,12 +75,10 @@ def gamma_sq(model: nn.Module) -> float:
 
 def run_covariates(run: dict, data) -> dict:
     """What runs are compared by across experiments: architecture, dropout, training batch."""
-    model, train = run["spec"]["model_config"], run["spec"]["training"]
-    n = len(data.x_train)
-    bs = train.get("batch_size", 64)
-    return {"arch": str(model["arch"]), "dropout": float(model.get("dropout", 0.0)),
-            "train_batch_size": n if bs in (None, "full", 0) else min(int(bs), n),
-            "lr_batch_scaled": train.get("lr_reference_batch") is not None}
+    model, train = run["spec"].model_config, run["spec"].training
+    return {"arch": model.arch, "dropout": float(model.dropout),
+            "train_batch_size": train.batch_for(len(data.x_train)),
+            "lr_batch_scaled": train.lr_reference_batch is not None}
 
 
 def diverged_row(stats: str) -> dict:

@@ -180,7 +180,7 @@ def run(run: dict, ds, options: dict, device: torch.device) -> dict[str, list[di
         model.load_state_dict(ck["model"])
         # maps at the first and last checkpoint only
         got = measure(model.train(), ds, opts, maps=i in (0, len(cks) - 1),
-                      run_seed=int(run["spec"]["seed"]))
+                      run_seed=run["spec"].seed)
         extra = {"step": int(ck["step"]), "diverged": bool(run["diverged"])}
         for table, rows in got.items():
             out[table] += [{**extra, **r} for r in rows]

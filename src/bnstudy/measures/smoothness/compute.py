@@ -67,7 +67,7 @@ from torch import nn
 from bnstudy.measures.smoothness import hessian
 from bnstudy.measures.smoothness.options import BN_STATISTICS, SPACINGS, Options  # noqa: F401
 from bnstudy.train import checkpoints
-from bnstudy.train.loop import TrainConfig, loss_fn
+from bnstudy.train.loop import loss_fn
 
 
 @dataclass
@@ -210,8 +210,8 @@ def run(run: dict, ds, options: dict, device: torch.device) -> dict[str, list[di
     ``smoothness_probes``."""
     opts = Options.parse(options)
     spec = run["spec"]
-    lr = TrainConfig.from_dict(spec["training"]).lr
-    arch = spec["model_config"]["arch"]
+    lr = spec.training.lr
+    arch = spec.model_config.arch
     xtr = torch.as_tensor(ds.x_train)
     ytr = torch.as_tensor(ds.y_train)
     rows, probe_rows = [], []

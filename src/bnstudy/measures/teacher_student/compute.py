@@ -66,11 +66,12 @@ from torch import nn
 from bnstudy import data
 from bnstudy.measures.generalization.compute import recompute_bn_statistics
 from bnstudy.measures.teacher_student.options import Options
-from bnstudy.networks import models, normalizers
+from bnstudy.networks import models
 from bnstudy.theory import luo as luo_theory
 from bnstudy.theory import luo_erm
 from bnstudy.train import checkpoints
 from bnstudy.train.loop import evaluate
+from bnstudy.train.spec import RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -166,24 +167,21 @@ def exact_error(w: np.ndarray, u: np.ndarray, b: float, a: float, c: float, act:
     return float(1 + a * a * r2 + c * c - 2 * a * cov * p + 2 * a * c * r1)
 
 
-def zeta_of(run_spec: dict, block, act: str | None, exact: bool, p: int,
+def zeta_of(run_spec: RunSpec, block, act: str | None, exact: bool, p: int,
             main_text: bool = False):
     """(kind, zeta): kind 'sgd' | 'bn' | 'decay' | None; zeta NaN where the paper has none.
     ``exact``: the exact finite-batch zeta; ``main_text``: a BN arm's zeta without ``mu_B``'s share
     (Luo §4's ``1/(2M)``)."""
-    norm = run_spec["norm"]
+    norm = run_spec.norm
     if norm in VANILLA:
         return "sgd", 0.0
     if norm in DECAY:
         return "decay", float(block.norm.zeta.reshape(-1)[0])
     if norm not in BN_FAMILY or act is None:
         return None, float("nan")
-    m = run_spec["training"].get("batch_size")
-    m = p if m in (None, "full", 0) else min(int(m), p)
+    m = run_spec.training.batch_for(p)
     if norm == "ghost_batchnorm":
-        mc = run_spec["model_config"]
-        opts = (mc.get("norm_options") or {}).get(norm)
-        m = min(m, int(normalizers.get(norm, opts).options["ghost_batch_size"]))
+        m = min(m, int(run_spec.model_config.normalizer(norm).options["ghost_batch_size"]))
     sub, div = BN_FAMILY[norm]
     if main_text:  # Luo §4's BN student: sigma_B only, zeta = 1/(2M)
         sub = False
@@ -205,11 +203,10 @@ def run(run: dict, ds, options: Options, device: torch.device) -> list[dict]:
     spec, n = run["spec"], int(ds.input_shape[0])
     p = len(ds.x_train)
     alpha, noise = p / n, float(ds.meta["noise_variance"])
-    bsz = spec["training"].get("batch_size")
     base = {"alpha": alpha, "N": n, "P": p, "S": noise,
             "data_seed": int(ds.meta["options"].get("seed", 0)),
-            "batch_size": p if bsz in (None, "full", 0) else min(int(bsz), p),
-            "lr": float(spec["training"]["lr"]), "diverged": bool(run["diverged"]),
+            "batch_size": spec.training.batch_for(p),
+            "lr": float(spec.training.lr), "diverged": bool(run["diverged"]),
             "bn_statistics": o.bn_statistics}
     xtr = torch.as_tensor(ds.x_train, device=device)
     ytr = torch.as_tensor(ds.y_train, device=device)
@@ -266,16 +263,16 @@ def _student_columns(spec, net, w, xte, o, alpha, noise, p) -> dict:
     out["theory_sgd"] = float(luo_theory.eps_sgd(alpha, noise, act))
     kind, zeta = zeta_of(spec, block, act, o.zeta_exact, p)
     out["zeta"] = zeta
-    conv = "loss" if spec["norm"] == "weightnorm_gamma_decay" else o.convention
+    conv = "loss" if spec.norm == "weightnorm_gamma_decay" else o.convention
     out["convention"] = conv
     if kind == "sgd":
         out["theory"], out["_lam"] = out["theory_sgd"], 0.0
     elif kind in ("bn", "decay") and act == "linear" and np.isfinite(zeta):
         out["theory"] = float(luo_theory.eps_wn_linear(alpha, noise, zeta, conv))
         out["_lam"] = float(luo_theory.ridge_lambda(alpha, zeta, conv))
-        if kind == "bn" or spec["norm"] == "population_norm":
+        if kind == "bn" or spec.norm == "population_norm":
             out["theory_shrinkage"] = float(luo_theory.eps_shrinkage_linear(alpha, noise, zeta))
-        if kind == "bn" and BN_FAMILY[spec["norm"]][1]:
+        if kind == "bn" and BN_FAMILY[spec.norm][1]:
             zm = zeta_of(spec, block, act, o.zeta_exact, p, main_text=True)[1]
             out["zeta_main"] = zm
             out["theory_main"] = float(luo_theory.eps_wn_linear(alpha, noise, zm, conv))
