@@ -8,6 +8,7 @@ import json
 
 import pytest
 import torch
+from specs import make_spec
 
 from bnstudy import cli, data, io
 from bnstudy.measures.teacher_student import compute as ts
@@ -16,7 +17,6 @@ from bnstudy.train import checkpoints
 from bnstudy.train import loop as training
 from bnstudy.train.config import TrainConfig
 from bnstudy.train.spec import RunSpec
-from tests.specs import make_spec
 
 
 def test_parse_types_every_entry_and_keeps_the_json_form():
