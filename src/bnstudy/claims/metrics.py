@@ -48,10 +48,14 @@ def ics(df: pd.DataFrame) -> pd.Series:
     return np.log(per_run(d, "ics").clip(lower=0.0) + ICS_FLOOR)
 
 
+def last_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Each run's rows at its last step."""
+    last = df.groupby(["experiment", "norm", "seed"])["step"].transform("max")
+    return df[df["step"] == last]
+
+
 def final_train_loss(df: pd.DataFrame) -> pd.Series:
-    d = df[df["split"] == "train"]
-    last = d.groupby(["experiment", "norm", "seed"])["step"].transform("max")
-    return per_run(d[d["step"] == last], "loss", log=True)
+    return per_run(last_rows(df[df["split"] == "train"]), "loss", log=True)
 
 
 def final_log(col: str) -> Callable[[pd.DataFrame], pd.Series]:
@@ -62,9 +66,8 @@ def final_log(col: str) -> Callable[[pd.DataFrame], pd.Series]:
     def metric(df: pd.DataFrame) -> pd.Series:
         if col not in df:
             return pd.Series(dtype=float)
-        last = df.groupby(["experiment", "norm", "seed"])["step"].transform("max")
-        d = df[(df["step"] == last) & (df[col] > 0)]
-        return per_run(d, col, log=True)
+        d = last_rows(df)
+        return per_run(d[d[col] > 0], col, log=True)
 
     return metric
 
@@ -75,9 +78,8 @@ def final_percent(col: str) -> Callable[[pd.DataFrame], pd.Series]:
     def metric(df: pd.DataFrame) -> pd.Series:
         if col not in df:
             return pd.Series(dtype=float)
-        last = df.groupby(["experiment", "norm", "seed"])["step"].transform("max")
-        d = df[(df["step"] == last) & df[col].notna()]
-        return 100.0 * per_run(d, col)
+        d = last_rows(df)
+        return 100.0 * per_run(d[d[col].notna()], col)
 
     return metric
 
@@ -113,8 +115,7 @@ def rel_error(col: str = "rel_error") -> Callable[[pd.DataFrame], pd.Series]:
         d = df[np.isfinite(df[col])] if col in df else df.iloc[0:0]
         if d.empty:
             return pd.Series(dtype=float)
-        last = d.groupby(["experiment", "norm", "seed"])["step"].transform("max")
-        d = d[d["step"] == last].copy()
+        d = last_rows(d).copy()
         d["replicate"] = d["experiment"].astype(str) + "/" + d["seed"].astype(str)
         d["experiment"] = _pooled_name(d)
         d["dataset"] = "teacher_student"
