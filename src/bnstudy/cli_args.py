@@ -1,0 +1,123 @@
+"""The command line's arguments: every verb, its options and their help (``python -m bnstudy
+<verb> --help``). The verbs themselves are in :mod:`bnstudy.cli`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+DESCRIPTION = """Command line: ``python -m bnstudy <verb> ...``, the only thing workflow rules call.
+Every option a verb needs is explicit; structured options travel as JSON strings (never
+evaluated as code). Inputs are validated before any expensive work starts."""
+
+
+def json_arg(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {text!r} ({e})") from None
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bnstudy")
+    except PackageNotFoundError:  # run from a source tree without installing
+        return "unknown (not installed)"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bnstudy", description=DESCRIPTION)
+    p.add_argument("-v", "--verbose", action="store_true", help="log debug messages too")
+    p.add_argument("--version", action="version", version=f"bnstudy {_version()}")
+    sub = p.add_subparsers(dest="verb", required=True)
+
+    s = sub.add_parser("list", help="what a config can name: normalizers, measures, dataset "
+                       "kinds (with their options), architectures, analyses, figures")
+    s.add_argument("what", nargs="?", default="all", choices=["all", "normalizers", "measures",
+                   "datasets", "architectures", "analyses", "figures"],
+                   help="one registry (default: all)")
+
+    s = sub.add_parser("check", help="check study config files as the workflow does, no job")
+    s.add_argument("configfiles", nargs="*", help="config files (each with its "
+                   "extends: chain), merged in order, sweeps expanded (default config/config.yaml)")
+    s.add_argument("--cluster", action="store_true",
+                   help="jobs run elsewhere: do not require a CUDA device on this machine")
+
+    s = sub.add_parser("prepare-data", help="generate or load a dataset into an .npz file")
+    s.add_argument("--name", required=True, help="the dataset's name in the config")
+    s.add_argument("--kind", required=True,
+                   help="the dataset kind (`python -m bnstudy list datasets`)")
+    s.add_argument("--options", type=json_arg, default={}, help="the dataset's options as JSON")
+    s.add_argument("--out", required=True, help="the prepared dataset (.npz)")
+
+    s = sub.add_parser("train", help="train one run and write checkpoints and history")
+    s.add_argument("--data", required=True, help="the prepared dataset (.npz)")
+    s.add_argument("--spec", type=json_arg, required=True, help="run spec as JSON")
+    s.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    s.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    s.add_argument("--resume", default=None, help="resume-state file (kept until success)")
+    s.add_argument("--out-checkpoints", required=True,
+                   help="the run file: checkpoints, batches, optimizer states (.pt)")
+    s.add_argument("--out-history", required=True, help="the training history table (.parquet)")
+
+    s = sub.add_parser("measure", help="run a registered measure over every run of one "
+                       "experiment (each run's checkpoints file under the results directory)")
+    s.add_argument("name", help="the measure (`python -m bnstudy list measures`)")
+    s.add_argument("--results", required=True, help="the results directory holding the runs")
+    s.add_argument("--experiment", required=True, help="the experiment whose runs to measure")
+    s.add_argument("--grid", type=json_arg, required=True,
+                   help='the experiment\'s runs as JSON: {"<experiment>": {"norms": [...], '
+                        '"seeds": [...]}}')
+    s.add_argument("--data", required=True, help="the experiment's prepared dataset (.npz)")
+    s.add_argument("--options", type=json_arg, default={},
+                   help="the measure's config section as JSON (checked against its options)")
+    s.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    s.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    s.add_argument("--out", nargs="+", required=True, metavar="PATH",
+                   help="one file per table the measure writes, named <table>.parquet")
+
+    s = sub.add_parser("analysis", help="run a registered study-level analysis into a table")
+    s.add_argument("name", help="the analysis (`python -m bnstudy list analyses`)")
+    s.add_argument("--options", type=json_arg, default={}, help="the analysis's options as JSON")
+    s.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    s.add_argument("--out", required=True, help="the analysis's table (.parquet)")
+
+    s = sub.add_parser("claims", help="evaluate the claims ledger from the aggregated tables")
+    s.add_argument("--tables", nargs="+", required=True,
+                   help="the aggregated tables the claims read")
+    s.add_argument("--ci", type=float, default=0.95, help="confidence level of the intervals")
+    s.add_argument("--out", required=True, help="the claims ledger (.parquet)")
+
+    s = sub.add_parser("ledger", help="print a study's claims ledger as Markdown, or rewrite "
+                       "the ledger blocks of a Markdown file (the README) from the ledgers")
+    s.add_argument("results", nargs="*", help="results directories whose ledgers to print")
+    s.add_argument("--readme", help="Markdown file whose <!-- ledger: DIR --> blocks to rewrite")
+
+    s = sub.add_parser("aggregate", help="concatenate every run's per-run table into one table")
+    s.add_argument("--results", required=True, help="the results directory")
+    s.add_argument("--name", required=True,
+                   help="the per-run or per-experiment file, e.g. history.parquet")
+    s.add_argument("--grid", type=json_arg, required=True,
+                   help='the runs as JSON: {"<experiment>": {"norms": [...], "seeds": [...], '
+                        '"axes": {...}}}; the axes become columns')
+    s.add_argument("--level", choices=["run", "experiment"], default="run",
+                   help="whether the parts are per-run files or per-experiment files")
+    s.add_argument("--out", required=True, help="the aggregated table (.parquet)")
+
+    s = sub.add_parser("plot", help="draw every figure of one figure family from its tables")
+    s.add_argument("family", help="the figure family (`python -m bnstudy list figures`)")
+    s.add_argument("--table", nargs="+", required=True, help="the tables the family reads")
+    s.add_argument("--options", type=json_arg, default={},
+                   help="the config's plots section as JSON")
+    s.add_argument("--out", nargs="+", required=True, metavar="EXPERIMENT=PNG",
+                   help="each figure to draw: the experiment (or 'study') and its file")
+
+    s = sub.add_parser("report", help="build the self-contained HTML report")
+    s.add_argument("--config", type=json_arg, required=True, help="the study config as JSON")
+    s.add_argument("--tables", nargs="+", required=True,
+                   help="the aggregated tables and the claims ledger")
+    s.add_argument("--figures", nargs="+", required=True, help="the figures to embed (.png)")
+    s.add_argument("--out", required=True, help="the report (.html)")
+    return p
