@@ -198,3 +198,25 @@ def test_intro_counts_every_run_not_the_generalization_rows():
     assert "gathers 7 training runs (1 diverged) over 2 experiments" in intro["text"]
     one = {"experiments": {"img": config["experiments"]["img"]}}
     assert "over 1 experiment (click" in report._intro(one, {})["text"]
+
+
+REPRS = ("<built-in", "object at 0x", "<function", "<bound method", "<class '")
+
+
+def test_no_python_repr_reaches_the_page(built):
+    text = built[0]
+    found = [r for r in REPRS if r in text]
+    assert not found, f"Python reprs on the page: {found}"
+    assert "1 vs 2 (none)" in text  # the ledger's means column shows the values themselves
+
+
+def test_two_builds_from_the_same_tables_are_byte_identical(built, tmp_path):
+    text, _, _, figures = built
+    tables = [str(tmp_path / "tables" / f"{n}.parquet")
+              for n in ("training", "generalization", "claims")]
+    config = {"experiments": {"exp1": {"dataset": "toy", "model": "mlp",
+                                       "norms": ["none", "batchnorm"], "seeds": [0, 1, 2]}},
+              "report": {"title": "synthetic <study>", "ci": 0.95}}
+    again = tmp_path / "again.html"
+    report.build(config, tables, figures, str(again))
+    assert again.read_bytes() == (tmp_path / "report.html").read_bytes()

@@ -95,7 +95,7 @@ def rows(ledger: pd.DataFrame, section_of: dict[str, tuple[str, str]],
             "rule": _text(r.get("rule")), "note": _text(r.get("note")),
             "verdict": r["verdict"], "where": where(r), "effect": effect(r),
             "has_effect": _num(r.get("effect"), "g") is not None,
-            "effect_full": effect_full(r), "values": values(r), **anchor(r, section_of, groups),
+            "effect_full": effect_full(r), "means": values(r), **anchor(r, section_of, groups),
             "measured": r["verdict"] != "not measured",
         })
     return out

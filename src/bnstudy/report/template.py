@@ -115,7 +115,7 @@ and constant they are compared with.</p>
 <td class="l">{{ r.paper }}{% if r.check %} <i>[{{ r.check }}]</i>{% endif %}</td>
 <td class="l">{{ r.claim }}</td>
 <td class="l">{{ r.quantity }}{% if r.curve %}<br><i>curve: {{ r.curve }}</i>{% endif %}</td>
-<td>{{ r.where }}</td><td>{{ r.values }}</td><td>{{ r.effect_full }}</td>
+<td>{{ r.where }}</td><td>{{ r.means }}</td><td>{{ r.effect_full }}</td>
 <td class="v {{ r.verdict | vclass }}">{{ r.verdict }}</td>
 <td class="l">{{ r.rule }}. {{ r.note }}</td></tr>
 {% endfor %}</table></div>
