@@ -19,6 +19,7 @@ import pandas as pd
 
 from bnstudy import lazy
 from bnstudy.io import atomic_path
+from bnstudy.plots.colors import norm_color, norm_marker, norm_markers, norm_palette  # noqa: F401
 from bnstudy.plots.style import (  # noqa: F401 (re-exported: what plot modules draw with)
     FULL_WIDTH,
     LABELS,

@@ -10,6 +10,7 @@ from bnstudy.plots import (
     finish,
     label,
     norm_order,
+    norm_palette,
     register,
     register_section,
     seed_ci,
@@ -27,7 +28,9 @@ def draw(frames, options):
     fig, axes = figure(1, len(cols), height=3.8)
     order = norm_order(df)
     for ax, col in zip(axes[0], cols, strict=True):
-        sns.barplot(df, x="norm", y=col, order=order, errorbar=seed_ci, ax=ax, alpha=0.6)
+        sns.barplot(df, x="norm", y=col, order=order, hue="norm", hue_order=order,
+                    palette=norm_palette(order), errorbar=seed_ci, ax=ax, alpha=0.6,
+                    legend=False)
         sns.stripplot(df, x="norm", y=col, order=order, color="black", size=4, ax=ax)
         ax.tick_params(axis="x", rotation=30)
         ax.set_title(label(col))

@@ -22,6 +22,7 @@ from bnstudy.plots import (
     finish,
     label,
     norm_order,
+    norm_palette,
     register,
     register_section,
     seed_ci,
@@ -79,7 +80,8 @@ def draw_gradient(frames, options):
         d = df[df["layer_index"] == layer]
         for r, (col, ylab) in enumerate(GRAD):
             ax = axes[r, c]
-            sns.lineplot(d, x="step", y=col, hue="norm", hue_order=order, marker="o",
+            sns.lineplot(d, x="step", y=col, hue="norm", hue_order=order,
+                         palette=norm_palette(order), marker="o",
                          errorbar=seed_ci, ax=ax, legend=(r == 0 and c == len(layers) - 1))
             _scale(ax, d[col] if col != "grad_cosine" else [1.0], _steps(df))
             ax.set_ylabel(ylab if c == 0 else "")
@@ -100,7 +102,8 @@ def draw_depth(frames, options):
         d = df[df["step"] == step]
         for r, (col, ylab) in enumerate(rows):
             ax = axes[r, c]
-            sns.lineplot(d, x="layer_index", y=col, hue="norm", hue_order=order, marker=".",
+            sns.lineplot(d, x="layer_index", y=col, hue="norm", hue_order=order,
+                         palette=norm_palette(order), marker=".",
                          errorbar=seed_ci, ax=ax, legend=(r == 0 and c == len(steps) - 1))
             ax.set_ylabel(ylab if c == 0 else "")
             ax.xaxis.set_major_locator(mticker.MaxNLocator(integer=True))
@@ -132,7 +135,8 @@ def draw_distribution(frames, options):
         d = df[df["layer_index"] == layer]
         for r, (stat, ylab) in enumerate(stats):
             ax, long = axes[r, c], _shift_long(d, stat)
-            sns.lineplot(long, x="step", y="shift", hue="norm", hue_order=order, style="interval",
+            sns.lineplot(long, x="step", y="shift", hue="norm", hue_order=order,
+                         palette=norm_palette(order), style="interval",
                          style_order=["one update t -> t+1", "since previous checkpoint"],
                          marker="o", errorbar=seed_ci, ax=ax,
                          legend=(r == 0 and c == len(layers) - 1))

@@ -18,6 +18,7 @@ from bnstudy.plots import (
     finish,
     label,
     norm_order,
+    norm_palette,
     register,
     register_section,
     seed_ci,
@@ -65,10 +66,12 @@ def draw(frames, options):
         top = finite.max() * 2 if len(finite) else 1.0
         d["plotted"] = d["final_train_loss"].where(np.isfinite(d["final_train_loss"]), top)
         sns.lineplot(d[~d["diverged"]], x="lr", y="plotted", hue="norm", hue_order=order,
+                     palette=norm_palette(order),
                      marker="o", errorbar=seed_ci, ax=ax, legend=(ax is axes[0, -1]))
         div = d[d["diverged"]]
         if len(div):
-            sns.scatterplot(div, x="lr", y="plotted", hue="norm", hue_order=order, marker="X",
+            sns.scatterplot(div, x="lr", y="plotted", hue="norm", hue_order=order,
+                            palette=norm_palette(order), marker="X",
                             s=90, legend=False, ax=ax)
             ax.axhline(top, color="grey", lw=0.8, ls=":")
             ax.text(ax.get_xlim()[0], top, " diverged", va="bottom", fontsize=8, color="grey")

@@ -15,6 +15,7 @@ from bnstudy.plots import (
     label,
     message,
     norm_order,
+    norm_palette,
     register,
     register_section,
     seed_ci,
@@ -78,7 +79,8 @@ def draw_steps(frames, options):
         for j, s in enumerate(sets):
             ax = axes[i, j]
             sub = ok[(ok["radius"] == r) & (ok["point_set"] == s)]
-            sns.lineplot(sub, x="step", y="boundaries", hue="norm", hue_order=order, marker="o",
+            sns.lineplot(sub, x="step", y="boundaries", hue="norm", hue_order=order,
+                         palette=norm_palette(order), marker="o",
                          errorbar=seed_ci, ax=ax, legend=(i == 0 and j == len(sets) - 1))
             step_axis(ax, ok["step"].unique())
             ax.set_title(f"{s} points, {_r(ok, r)}")
@@ -104,6 +106,7 @@ def draw_sets(frames, options):
                 ax.axis("off")
                 continue
             sns.barplot(sub, x="point_set", y="boundaries", hue="norm", hue_order=order,
+                        palette=norm_palette(order),
                         order=[s for s in SETS if s in set(sub["point_set"])],
                         errorbar=seed_ci, ax=ax, legend=(i == 0 and j == 1))
             step = int(sub["step"].max())
@@ -125,7 +128,8 @@ def draw_layers(frames, options):
     fig, axes = figure(1, len(sets), height=3.6, sharey=True)
     for ax, s in zip(axes[0], sets, strict=True):
         sns.lineplot(ok[ok["point_set"] == s], x="layer_index", y="fraction", hue="norm",
-                     hue_order=norm_order(ok), style="stage", style_order=STAGES, marker="o",
+                     hue_order=norm_order(ok), palette=norm_palette(norm_order(ok)),
+                     style="stage", style_order=STAGES, marker="o",
                      errorbar=seed_ci, ax=ax, legend=(s == sets[-1]))
         ax.set_title(f"{s} points, {_r(ok, r)}")
         ax.xaxis.set_major_locator(mticker.MaxNLocator(integer=True))

@@ -15,6 +15,7 @@ from bnstudy.plots import (
     finish,
     label,
     norm_order,
+    norm_palette,
     register,
     register_section,
     seed_ci,
@@ -40,7 +41,7 @@ def _log_if_wide(ax, values, axis: str = "y") -> None:
 def draw_landscape(frames, options):
     df = frames[0]
     order = norm_order(df)
-    palette = dict(zip(order, sns.color_palette(n_colors=len(order)), strict=True))
+    palette = norm_palette(order)
     metrics = ["grad_pred_max", "beta_eff"]
     if np.isfinite(df["hessian_top"].astype(float)).any():
         metrics.append("hessian_top")
@@ -86,6 +87,7 @@ def draw_probes(frames, options):
             f = _finite(d, col)
             if len(f):
                 sns.lineplot(f, x="multiplier", y=col, hue="norm", hue_order=order,
+                             palette=norm_palette(order),
                              errorbar=seed_ci, marker="o", ax=ax,
                              legend=(i == 0 and j == len(steps) - 1))
                 _log_if_wide(ax, f[col])

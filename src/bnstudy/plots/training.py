@@ -11,6 +11,7 @@ from bnstudy.plots import (
     figure,
     finish,
     norm_order,
+    norm_palette,
     register,
     register_section,
     seed_ci,
@@ -30,7 +31,8 @@ def draw(frames, options):
     fig, axes = figure(1, ncols, height=4.2)
     order = norm_order(df)
     ax = axes[0, 0]
-    sns.lineplot(df, x="step", y="loss", hue="norm", hue_order=order, style="split",
+    sns.lineplot(df, x="step", y="loss", hue="norm", hue_order=order,
+                 palette=norm_palette(order), style="split",
                  style_order=["train", "test"], errorbar=seed_ci, ax=ax,
                  legend=not classification)
     finite = df["loss"][np.isfinite(df["loss"])]
@@ -38,7 +40,8 @@ def draw(frames, options):
         ax.set_yscale("log")
     ax.set_title("loss (mean over seeds, 95% Student-t CI band)")
     if classification:
-        sns.lineplot(df, x="step", y="accuracy", hue="norm", hue_order=order, style="split",
+        sns.lineplot(df, x="step", y="accuracy", hue="norm", hue_order=order,
+                     palette=norm_palette(order), style="split",
                      style_order=["train", "test"], errorbar=seed_ci, ax=axes[0, 1],
                      legend=True)
         axes[0, 1].set_title("accuracy")

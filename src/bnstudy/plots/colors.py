@@ -1,0 +1,69 @@
+"""One colour and marker per normalizer, the same in every figure of every study.
+
+Colours come from seaborn's colour-blind palette (10 hues) plus black for the unnormalized
+baseline; a normalizer keeps its colour whatever else a figure shows, so BN is the same blue in
+the default study, in Balestriero's and in Santurkar's. With 20 registered normalizers and 11
+colours some share a colour; the table below gives each shipped study's normalizers distinct
+colours (tested), and every (colour, marker) pair is unique, so any set of normalizers is told
+apart by colour and marker together. A normalizer registered later and absent from the table
+gets a colour and marker derived from its name (stable across runs and studies).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+# seaborn's "colorblind" palette, fixed here so a seaborn update cannot recolour the figures
+CB = ("#0173b2", "#de8f05", "#029e73", "#d55e00", "#cc78bc", "#ca9161", "#fbafe4", "#949494",
+      "#ece133", "#56b4e9")
+BLACK = "#000000"
+MARKERS = ("o", "s", "^", "v", "D", "P", "X")
+
+# name -> (colour, marker)
+NORMS = {
+    "none": (BLACK, "o"),
+    "batchnorm": (CB[0], "o"),
+    "batchnorm_fixed_affine": (CB[9], "s"),
+    "layernorm": (CB[2], "D"),
+    "groupnorm": (CB[4], "v"),
+    "instancenorm": (CB[5], "P"),
+    "weightnorm": (CB[3], "o"),
+    "noisy_batchnorm": (CB[1], "X"),
+    "batchnorm_jitter": (CB[6], "D"),
+    "ghost_batchnorm": (CB[1], "s"),
+    "l1norm": (CB[2], "^"),
+    "l2norm": (CB[4], "s"),
+    "linfnorm": (CB[5], "v"),
+    "population_norm": (CB[1], "^"),
+    "weightnorm_meanonly_bn": (CB[2], "s"),
+    "weightnorm_varonly_bn": (CB[9], "^"),
+    "weightnorm_gamma_decay": (CB[4], "D"),
+    "bn_init": (CB[3], "P"),
+    "zero_bias": (CB[7], "o"),
+    "random_bias": (CB[2], "v"),
+}
+
+
+def _derived(name: str) -> tuple[str, str]:
+    h = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big")
+    return CB[h % len(CB)], MARKERS[(h // len(CB)) % len(MARKERS)]
+
+
+def norm_color(name: str) -> str:
+    """The normalizer's colour (a hex string)."""
+    return NORMS.get(name, _derived(name))[0]
+
+
+def norm_marker(name: str) -> str:
+    """The normalizer's marker (a matplotlib marker code)."""
+    return NORMS.get(name, _derived(name))[1]
+
+
+def norm_palette(names) -> dict[str, str]:
+    """``{name: colour}`` for seaborn's ``palette=`` with ``hue="norm"``."""
+    return {n: norm_color(n) for n in names}
+
+
+def norm_markers(names) -> dict[str, str]:
+    """``{name: marker}`` for seaborn's ``markers=`` with ``style="norm"``."""
+    return {n: norm_marker(n) for n in names}
