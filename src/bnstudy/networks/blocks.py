@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from bnstudy.networks.norms.noisy import StepNoise
+from bnstudy.networks.pooling import global_avg_pool
 
 RESIDUAL_ADDS = ("pre", "post")
 
@@ -153,7 +154,7 @@ class Net(nn.Module):
             x = x.reshape(x.shape[0], *self.input_shape)
             h = self.features(x)
             if self.pool:
-                h = torch.flatten(nn.functional.adaptive_avg_pool2d(h, 1), 1)
+                h = global_avg_pool(h)
         else:
             h = self.features(x.reshape(x.shape[0], -1))
         return self.head(h)

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from bnstudy.networks.blocks import Block, Net, Residual, activation, with_dropout
+from bnstudy.networks.pooling import GlobalMaxPool
 
 RESNET9_HEAD_SCALE = 0.125
 
@@ -81,8 +82,7 @@ def resnet9(cfg, nz, input_shape, out_dim: int) -> Net:
               _conv_block(nz, w, 2 * w, s), nn.MaxPool2d(2), residual(2 * w),
               _conv_block(nz, 2 * w, 4 * w, s), nn.MaxPool2d(2),
               _conv_block(nz, 4 * w, 8 * w, s), nn.MaxPool2d(2), residual(8 * w)]
-    features = nn.Sequential(*with_dropout(layers, cfg.dropout, Residual), nn.AdaptiveMaxPool2d(1),
-                             nn.Flatten())
+    features = nn.Sequential(*with_dropout(layers, cfg.dropout, Residual), GlobalMaxPool())
     head = ScaledLinear(8 * w, out_dim, RESNET9_HEAD_SCALE, bias=False)
     return Net(features, head, input_shape, conv=True, pool=False)
 

@@ -44,7 +44,7 @@ from torch import nn
 from bnstudy.data import Dataset
 from bnstudy.io import stable_hash
 from bnstudy.networks import models, normalizers
-from bnstudy.train import augment, progress, resume, schedules
+from bnstudy.train import augment, determinism, progress, resume, schedules
 from bnstudy.train.config import TrainConfig  # noqa: F401 (re-exported)
 from bnstudy.train.resume import RESUME_KIND, to_cpu  # noqa: F401 (re-exported)
 from bnstudy.train.spec import RunSpec
@@ -53,7 +53,7 @@ from bnstudy.train.spec import RunSpec
 def resolve_device(name: str = "auto") -> torch.device:
     """The torch device ``name`` names; a ValueError when it is unknown or absent here."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     if name not in ("cpu", "cuda") and not re.fullmatch(r"cuda:[0-9]+", name):
         raise ValueError(f"unknown device {name!r}; valid choices: auto, cpu, cuda, cuda:N")
     if name != "cpu":
@@ -62,7 +62,9 @@ def resolve_device(name: str = "auto") -> torch.device:
         if index >= n:
             raise ValueError(f"device {name!r}: this machine has {n} CUDA device(s); use "
                              "device: auto (CUDA when present, else CPU) or cpu")
-    return torch.device(name)
+    dev = torch.device(name)
+    determinism.configure(dev)
+    return dev
 
 
 def loss_fn(task: str):
