@@ -27,3 +27,45 @@ def test_list_one_registry(capsys):
     assert out.startswith("normalizers:") and "measures:" not in out
     with pytest.raises(SystemExit):
         cli.main(["list", "nonsense"])
+
+
+def test_output_into_a_closed_pipe_ends_quietly():
+    """`python -m bnstudy list | head -1`: no BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    r = subprocess.run(f"{sys.executable} -m bnstudy list all | head -1", shell=True,
+                       capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip() == "normalizers:"
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
+
+
+def _study(path, seeds):
+    path.write_text("experiments:\n  e:\n    dataset: d\n    model: m\n    norms: [none]\n"
+                    f"    seeds: {seeds}\n    training: t\n"
+                    "datasets:\n  d: {kind: star2d, options: {n_train: 64, n_test: 32}}\n"
+                    "models:\n  m: {arch: mlp, depth: 1, width: 4}\n"
+                    "trainings:\n  t: {steps: 2, batch_size: 8, lr: 0.1, checkpoints: [0, 2]}\n")
+    return str(path)
+
+
+def test_check_checks_each_file_on_its_own_unless_merged(tmp_path, capsys):
+    a, b = _study(tmp_path / "a.yaml", [0]), _study(tmp_path / "b.yaml", [0, 1, 2])
+    assert cli.main(["check", a, b]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"{a}: config OK (1 experiments, 1 training runs)",
+                   f"{b}: config OK (1 experiments, 3 training runs)"]
+    assert cli.main(["check", "--merge", a, b]) == 0
+    assert capsys.readouterr().out.strip() == (f"{a} + {b}: config OK (1 experiments, "
+                                              "3 training runs)")
+
+
+def test_check_names_each_bad_file_and_fails(tmp_path, capsys):
+    good = _study(tmp_path / "good.yaml", [0])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(open(good).read().replace("arch: mlp", "arch: mlpp"))
+    assert cli.main(["check", good, str(bad)]) == 2
+    captured = capsys.readouterr()
+    assert f"{good}: config OK" in captured.out
+    assert f"{bad}: error:" in captured.err and "mlpp" in captured.err
+    assert "1 of 2 configs failed" in captured.err

@@ -5,8 +5,10 @@ when it runs, so a verb that only reads tables does not import torch."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
+from pathlib import Path
 
 from bnstudy.cli_args import parser
 
@@ -25,10 +27,24 @@ def cmd_check(a) -> None:
     from bnstudy import study
 
     files = a.configfiles or ["config/config.yaml"]
-    cfg = study.check(study.load(files), local=not a.cluster)
-    runs = sum(len(e["norms"]) * len(e["seeds"]) for e in cfg["experiments"].values())
-    print(f"{', '.join(map(str, files))}: config OK ({len(cfg['experiments'])} experiments, "
-          f"{runs} training runs)")
+    if a.all:
+        files = [*files, *sorted(str(p) for p in Path("config/studies").glob("*.yaml"))]
+    groups = [files] if a.merge else [[f] for f in dict.fromkeys(files)]
+    bad = []
+    for group in groups:
+        name = " + ".join(map(str, group))
+        try:
+            cfg = study.check(study.load(group), local=not a.cluster)
+        except (ValueError, FileNotFoundError) as e:
+            if len(groups) == 1:
+                raise
+            print(f"{name}: error: {e}", file=sys.stderr)
+            bad.append(name)
+            continue
+        runs = sum(len(e["norms"]) * len(e["seeds"]) for e in cfg["experiments"].values())
+        print(f"{name}: config OK ({len(cfg['experiments'])} experiments, {runs} training runs)")
+    if bad:
+        raise ValueError(f"{len(bad)} of {len(groups)} configs failed: {', '.join(bad)}")
 
 
 def cmd_prepare_data(a) -> None:
@@ -197,7 +213,13 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         COMMANDS[args.verb](args)
+        sys.stdout.flush()
     except (ValueError, FileNotFoundError, DataUnavailable) as e:
         print(f"bnstudy {args.verb}: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader closed the pipe (`... | head`): stop quietly, as the Python docs advise
+        # (point stdout at devnull so that the interpreter's final flush cannot fail again)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0

@@ -40,8 +40,12 @@ def parser() -> argparse.ArgumentParser:
                    help="one registry (default: all)")
 
     s = sub.add_parser("check", help="check study config files as the workflow does, no job")
-    s.add_argument("configfiles", nargs="*", help="config files (each with its "
-                   "extends: chain), merged in order, sweeps expanded (default config/config.yaml)")
+    s.add_argument("configfiles", nargs="*", help="config files (each with its extends: "
+                   "chain), each checked on its own, sweeps expanded (default config/config.yaml)")
+    s.add_argument("--merge", action="store_true", help="merge the files in order into one "
+                   "study first, as `snakemake --configfile A B` does")
+    s.add_argument("--all", action="store_true",
+                   help="also check every shipped study (config/studies/*.yaml)")
     s.add_argument("--cluster", action="store_true",
                    help="jobs run elsewhere: do not require a CUDA device on this machine")
 
