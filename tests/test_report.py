@@ -3,6 +3,7 @@ without Snakemake; its structure is checked with html.parser."""
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 
 import matplotlib.pyplot as plt
@@ -220,3 +221,19 @@ def test_two_builds_from_the_same_tables_are_byte_identical(built, tmp_path):
     again = tmp_path / "again.html"
     report.build(config, tables, figures, str(again))
     assert again.read_bytes() == (tmp_path / "report.html").read_bytes()
+
+
+@pytest.mark.parametrize("mean,half,text", [
+    (9.808e-05, 0.00038, "0.00010 ± 0.00038"), (1.2345, 0.0123, "1.234 ± 0.012"),
+    (123.456, 7.8, "123.5 ± 7.8"), (-2.5, 1.26, "-2.5 ± 1.3"), (3e-9, 1e-9, "(3.0 ± 1.0)e-09"),
+    (0.5, 0.0, "0.5")])
+def test_summary_cells_take_their_digits_from_the_interval(mean, half, text):
+    from bnstudy.tables import format_mean_ci
+
+    assert format_mean_ci({"mean": mean, "ci_low": mean - half, "ci_high": mean + half}) == text
+
+
+def test_summary_tables_have_no_empty_pivot_header(built):
+    text = built[0]
+    assert "<th>quantity</th>" not in text
+    assert not re.search(r"<tr[^>]*>\s*<th></th>", text), "an empty header cell from the pivot"

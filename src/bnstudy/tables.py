@@ -149,8 +149,21 @@ def summarize(df: pd.DataFrame, columns: list[str], by: list[str] | None = None,
 
 
 def format_mean_ci(row) -> str:
-    if not np.isfinite(row["mean"]):
+    """'mean ± half-width' with the half-width at two significant figures and the mean to the
+    same decimal place (digits beyond the interval's precision say nothing): 9.808e-05 ±
+    0.00038 prints as '0.00010 ± 0.00038'; very large or small values share an exponent."""
+    m = row["mean"]
+    if not np.isfinite(m):
         return "n/a"
-    if not np.isfinite(row["ci_low"]):
-        return f"{row['mean']:.4g}"
-    return f"{row['mean']:.4g} ± {(row['ci_high'] - row['ci_low']) / 2:.2g}"
+    half = (row["ci_high"] - row["ci_low"]) / 2
+    if not (np.isfinite(half) and half > 0):
+        return f"{m:.4g}"
+    last = int(np.floor(np.log10(half))) - 1  # decimal exponent of half's 2nd significant digit
+    half = round(half, -last)
+    top = max(abs(m), half)
+    if -6 <= last <= 0 and top < 1e6:
+        d = -last
+        return f"{m:.{d}f} ± {half:.{d}f}"
+    k = int(np.floor(np.log10(top)))
+    d = max(k - last, 0)
+    return f"({m / 10.0**k:.{d}f} ± {half / 10.0**k:.{d}f})e{k:+03d}"

@@ -62,6 +62,7 @@ def summary_table(df: pd.DataFrame, section: plots.Section, level: float) -> str
     s["value"] = s.apply(tables.format_mean_ci, axis=1)
     wide = s.pivot_table(index=by, columns="quantity", values="value", aggfunc="first")
     wide = wide[[c for c in cols if c in wide.columns]]
+    wide.columns.name = None  # the pivot's "quantity" would print as an empty header column
     n = s.groupby(by)["n_runs"].first()
     wide.insert(0, "seeds", n)
     return wide.reset_index().to_html(index=False, na_rep="n/a", border=0)
