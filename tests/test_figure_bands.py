@@ -59,3 +59,49 @@ def test_captions_name_the_interval():
     for name, fam in plots.FAMILIES.items():
         if "95%" in fam.caption:
             assert "Student-t" in fam.caption, name
+
+
+def _ics(cos, l2):
+    """Three seeds whose arithmetic Student-t intervals leave the quantity's range."""
+    rows = []
+    for norm in ("none", "batchnorm"):
+        for seed in range(3):
+            for step in (0, 10, 100):
+                for layer in (1, 2, 3):
+                    rows.append({"experiment": "e", "dataset": "d", "model": "m",
+                                 "norm": norm, "seed": seed, "step": step, "layer": str(layer),
+                                 "layer_index": layer, "layer_name": f"l{layer}",
+                                 "grad_l2_diff": l2[seed] * (1 + layer),
+                                 "grad_rel_diff": l2[seed], "grad_cosine": cos[seed],
+                                 "mean_shift": l2[seed], "var_shift": l2[seed],
+                                 "step_mean_shift": l2[seed], "step_var_shift": l2[seed]})
+    return pd.DataFrame(rows)
+
+
+def test_bands_stay_in_the_quantitys_range():
+    from bnstudy.plots import bands
+
+    cos, l2 = [0.99, -0.2, 0.999], [1e-4, 1e-3, 1.0]  # t-intervals: cos below -1, l2 below 0
+    assert plots.seed_ci(cos)[0] < -1 and plots.seed_ci(l2)[0] < 0  # the old bands
+    lo, hi = bands.bounded_ci(-1, 1)(cos)
+    assert -1 < lo < np.mean(cos) < hi < 1
+    lo, hi = bands.log_ci(l2)
+    assert 0 < lo < bands.geo_mean(l2) < hi
+    assert bands.geo_mean(l2) == pytest.approx(np.exp(np.log(l2).mean()))
+
+    plots.style({})
+    fig = plots.get("ics_gradient").draw([_ics(cos, l2)], {})
+    fig.canvas.draw()
+    checked = 0
+    for ax in fig.axes:
+        for coll in ax.collections:
+            for path in coll.get_paths():
+                y = path.vertices[:, 1]
+                if ax.get_yscale() == "log":
+                    assert (y > 0).all()
+                    checked += 1
+                elif "cos" in ax.get_ylabel() or ax.get_ylim()[1] <= 1.5:
+                    assert ((y >= -1) & (y <= 1)).all(), y
+                    checked += 1
+    plt.close(fig)
+    assert checked > 0

@@ -6,7 +6,8 @@
 - ``ics_distribution``: distributional ICS, the change of the per-unit mean and variance of the
   layers' inputs on the fixed probe batch, over one update and since the previous checkpoint.
 
-Hue = normalizer, bands = 95% Student-t CI over seeds, one figure per experiment.
+Hue = normalizer, bands = 95% Student-t CI over seeds in each quantity's geometry
+(:mod:`bnstudy.plots.bands`), one figure per experiment.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ from bnstudy.plots import (
     norm_palette,
     register,
     register_section,
-    seed_ci,
     step_axis,
     title,
 )
+from bnstudy.plots.bands import GEOMETRY, band
 
 # imported on first use (bnstudy.lazy): importing this module stays cheap
 sns = lazy.module("seaborn")
@@ -54,13 +55,16 @@ def _layer_label(df: pd.DataFrame, layer: int) -> str:
     return f"layer {layer} ({name})"
 
 
-def _scale(ax, values, steps=None) -> None:
-    """Symlog step axis ticked at 0, 1, 10, ...; log y when the values span > 50x."""
+def _band(col: str, values) -> tuple[dict, bool]:
+    """The seed band of ``col`` in its geometry (cos(G, G') lives in [-1, 1])."""
+    return band(values, bounds=(-1.0, 1.0) if col == "grad_cosine" else None)
+
+
+def _scale(ax, log: bool, steps=None) -> None:
+    """Symlog step axis ticked at 0, 1, 10, ...; log y where the band is drawn on one."""
     if steps is not None:
         step_axis(ax, steps)
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v) & (v > 0)]
-    if len(v) and v.max() / v.min() > 50:
+    if log:
         ax.set_yscale("log")
     else:
         ax.ticklabel_format(axis="y", useOffset=False)  # cosines near 1 stay readable
@@ -80,10 +84,11 @@ def draw_gradient(frames, options):
         d = df[df["layer_index"] == layer]
         for r, (col, ylab) in enumerate(GRAD):
             ax = axes[r, c]
+            kw, log = _band(col, d[col])
             sns.lineplot(d, x="step", y=col, hue="norm", hue_order=order,
-                         palette=norm_palette(order), marker="o",
-                         errorbar=seed_ci, ax=ax, legend=(r == 0 and c == len(layers) - 1))
-            _scale(ax, d[col] if col != "grad_cosine" else [1.0], _steps(df))
+                         palette=norm_palette(order), marker="o", **kw, ax=ax,
+                         legend=(r == 0 and c == len(layers) - 1))
+            _scale(ax, log, _steps(df))
             ax.set_ylabel(ylab if c == 0 else "")
             if r == 0:
                 ax.set_title(_layer_label(df, layer))
@@ -97,20 +102,21 @@ def draw_depth(frames, options):
     if (df["layer_index"] > 1).any():
         df = df[df["layer_index"] > 1]  # layer 1 has no preceding layers: G' = G by definition
     rows = GRAD[1:]
+    bands = [_band(col, df[col]) for col, _ in rows]  # one geometry per row (shared y)
     fig, axes = figure(len(rows), len(steps), height=3.0, sharex=True, sharey="row")
     for c, step in enumerate(steps):
         d = df[df["step"] == step]
         for r, (col, ylab) in enumerate(rows):
             ax = axes[r, c]
             sns.lineplot(d, x="layer_index", y=col, hue="norm", hue_order=order,
-                         palette=norm_palette(order), marker=".",
-                         errorbar=seed_ci, ax=ax, legend=(r == 0 and c == len(steps) - 1))
+                         palette=norm_palette(order), marker=".", **bands[r][0], ax=ax,
+                         legend=(r == 0 and c == len(steps) - 1))
             ax.set_ylabel(ylab if c == 0 else "")
             ax.xaxis.set_major_locator(mticker.MaxNLocator(integer=True))
             if r == 0:
                 ax.set_title(f"step {step}")
-    _scale(axes[0, 0], df[rows[0][0]])
-    _scale(axes[1, 0], [1.0])
+    for r, (_, log) in enumerate(bands):
+        _scale(axes[r, 0], log)
     for ax in axes[-1]:
         ax.set_xlabel(label("layer"))
     fig.suptitle(title(df, "gradient ICS by layer"))
@@ -135,12 +141,12 @@ def draw_distribution(frames, options):
         d = df[df["layer_index"] == layer]
         for r, (stat, ylab) in enumerate(stats):
             ax, long = axes[r, c], _shift_long(d, stat)
+            kw, log = band(long["shift"])
             sns.lineplot(long, x="step", y="shift", hue="norm", hue_order=order,
                          palette=norm_palette(order), style="interval",
                          style_order=["one update t -> t+1", "since previous checkpoint"],
-                         marker="o", errorbar=seed_ci, ax=ax,
-                         legend=(r == 0 and c == len(layers) - 1))
-            _scale(ax, long["shift"], _steps(df))
+                         marker="o", **kw, ax=ax, legend=(r == 0 and c == len(layers) - 1))
+            _scale(ax, log, _steps(df))
             ax.set_ylabel(ylab if c == 0 else "")
             if r == 0:
                 ax.set_title(_layer_label(df, layer))
@@ -206,7 +212,7 @@ register(Family(
         "layer's gradient G before and G' after the preceding layers take the optimizer's actual "
         "update on the step's batch; columns are the first layer that has preceding layers, the "
         "middle layer and the head. No ICS means difference 0 and cosine 1. Lines are means over "
-        "seeds with 95% Student-t CI bands."),
+        "seeds with 95% Student-t CI bands (" + GEOMETRY + ")."),
 ))
 register(Family(
     "ics_depth", draw_depth, tables=("ics",), module="ics",
@@ -223,7 +229,7 @@ register(Family(
         "each unit's mean (top) and variance (bottom) of a layer's input on a fixed probe batch, "
         "over one optimizer update t -> t+1 (solid) and since the previous checkpoint (dashed); "
         "train-mode forward, so BN uses the probe batch's statistics. Bands: 95% Student-t CI "
-        "over seeds."),
+        "over seeds (" + GEOMETRY + ")."),
 ))
 
 register_section(Section(

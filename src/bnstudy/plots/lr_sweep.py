@@ -21,8 +21,8 @@ from bnstudy.plots import (
     norm_palette,
     register,
     register_section,
-    seed_ci,
 )
+from bnstudy.plots.bands import band
 
 # imported on first use (bnstudy.lazy): importing this module stays cheap
 sns = lazy.module("seaborn")
@@ -65,9 +65,10 @@ def draw(frames, options):
         finite = d.loc[np.isfinite(d["final_train_loss"]), "final_train_loss"]
         top = finite.max() * 2 if len(finite) else 1.0
         d["plotted"] = d["final_train_loss"].where(np.isfinite(d["final_train_loss"]), top)
+        kw, log = band(finite, ratio=0.0)  # log axis for any all-positive final loss
         sns.lineplot(d[~d["diverged"]], x="lr", y="plotted", hue="norm", hue_order=order,
-                     palette=norm_palette(order),
-                     marker="o", errorbar=seed_ci, ax=ax, legend=(ax is axes[0, -1]))
+                     palette=norm_palette(order), marker="o", **kw, ax=ax,
+                     legend=(ax is axes[0, -1]))
         div = d[d["diverged"]]
         if len(div):
             sns.scatterplot(div, x="lr", y="plotted", hue="norm", hue_order=order,
@@ -76,7 +77,7 @@ def draw(frames, options):
             ax.axhline(top, color="grey", lw=0.8, ls=":")
             ax.text(ax.get_xlim()[0], top, " diverged", va="bottom", fontsize=8, color="grey")
         ax.set_xscale("log")
-        if len(finite) and finite.min() > 0:
+        if log:
             ax.set_yscale("log")
         ax.set_title(f"{ds} / {model}")
         ax.set_ylabel(label("final_train_loss"))

@@ -22,6 +22,7 @@ from bnstudy.plots import (
     step_axis,
     title,
 )
+from bnstudy.plots.bands import band
 
 # imported on first use (bnstudy.lazy): importing this module stays cheap
 plt = lazy.module("matplotlib.pyplot")
@@ -130,7 +131,7 @@ def draw_layers(frames, options):
         sns.lineplot(ok[ok["point_set"] == s], x="layer_index", y="fraction", hue="norm",
                      hue_order=norm_order(ok), palette=norm_palette(norm_order(ok)),
                      style="stage", style_order=STAGES, marker="o",
-                     errorbar=seed_ci, ax=ax, legend=(s == sets[-1]))
+                     **band([], bounds=(0.0, 1.0))[0], ax=ax, legend=(s == sets[-1]))
         ax.set_title(f"{s} points, {_r(ok, r)}")
         ax.xaxis.set_major_locator(mticker.MaxNLocator(integer=True))
         ax.set_xlabel(label("layer_index"))

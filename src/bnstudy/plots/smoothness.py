@@ -18,10 +18,10 @@ from bnstudy.plots import (
     norm_palette,
     register,
     register_section,
-    seed_ci,
     step_axis,
     title,
 )
+from bnstudy.plots.bands import GEOMETRY, band
 
 # imported on first use (bnstudy.lazy): importing this module stays cheap
 sns = lazy.module("seaborn")
@@ -62,10 +62,11 @@ def draw_landscape(frames, options):
     for ax, col in zip(axes[0, 1:], metrics, strict=True):
         d = _finite(df, col)
         if len(d):
+            kw, log = band(d[col], ratio=30.0) if col != "hessian_top" else band([])
             sns.lineplot(d, x="step", y=col, hue="norm", hue_order=order, palette=palette,
-                         errorbar=seed_ci, marker="o", ax=ax, legend=False)
-            if col != "hessian_top":
-                _log_if_wide(ax, d[col])
+                         **kw, marker="o", ax=ax, legend=False)
+            if log:
+                ax.set_yscale("log")
         step_axis(ax, df["step"].unique())
         ax.set_title(label(col))
         ax.set_ylabel(label(col).split("\n")[0])
@@ -86,11 +87,12 @@ def draw_probes(frames, options):
             ax = axes[i, j]
             f = _finite(d, col)
             if len(f):
+                kw, log = band(f[col], ratio=30.0)
                 sns.lineplot(f, x="multiplier", y=col, hue="norm", hue_order=order,
-                             palette=norm_palette(order),
-                             errorbar=seed_ci, marker="o", ax=ax,
+                             palette=norm_palette(order), **kw, marker="o", ax=ax,
                              legend=(i == 0 and j == len(steps) - 1))
-                _log_if_wide(ax, f[col])
+                if log:
+                    ax.set_yscale("log")
             _log_if_wide(ax, d["multiplier"], axis="x")
             ax.set_title(f"step {step}" if i == 0 else "")
             ax.set_ylabel(ylab if j == 0 else "")
@@ -107,9 +109,8 @@ register(Family(
         "w − ηg, η = m·lr (band; both averaged over seeds). Then the largest gradient change "
         "‖∇L(w−ηg) − g‖₂ over the probes, the effective β-smoothness (largest gradient change "
         "per unit distance moved) and, when measured, the top Hessian eigenvalue at w; lines are "
-        "seed means, bands are 95% Student-t CIs over seeds (on the log axes a band that "
-        "runs to the bottom of its panel is an interval reaching zero or below: seeds that "
-        "differ by orders of magnitude). Lower and flatter means a smoother, more predictive "
+        "seed means, bands are 95% Student-t CIs over seeds (" + GEOMETRY + "). Lower and "
+        "flatter means a smoother, more predictive "
         "landscape; look for the gap between normalized and unnormalized networks, especially "
         "early in training."),
 ))
@@ -119,7 +120,8 @@ register(Family(
     caption=(
         "Per checkpoint (columns): the loss (top) and the ℓ2 distance between the gradient at "
         "the probe and the gradient at w (bottom) as a function of the step multiplier m = η/lr "
-        "(Santurkar Fig. 11); lines are seed means, bands are 95% Student-t CIs over seeds. A "
+        "(Santurkar Fig. 11); lines are seed means, bands are 95% Student-t CIs over seeds ("
+        + GEOMETRY + "). A "
         "gradient that stays "
         "close to g over a wide range of step sizes is predictive: larger learning rates are "
         "safe."),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from bnstudy import lazy
 from bnstudy.plots import (
     Family,
@@ -14,10 +12,10 @@ from bnstudy.plots import (
     norm_palette,
     register,
     register_section,
-    seed_ci,
     step_axis,
     title,
 )
+from bnstudy.plots.bands import GEOMETRY, band
 
 # imported on first use (bnstudy.lazy): importing this module stays cheap
 sns = lazy.module("seaborn")
@@ -31,19 +29,19 @@ def draw(frames, options):
     fig, axes = figure(1, ncols, height=4.2)
     order = norm_order(df)
     ax = axes[0, 0]
+    kw, log = band(df["loss"])
     sns.lineplot(df, x="step", y="loss", hue="norm", hue_order=order,
                  palette=norm_palette(order), style="split",
-                 style_order=["train", "test"], errorbar=seed_ci, ax=ax,
-                 legend=not classification)
-    finite = df["loss"][np.isfinite(df["loss"])]
-    if len(finite) and finite.min() > 0 and finite.max() / finite.min() > 50:
+                 style_order=["train", "test"], **kw, ax=ax, legend=not classification)
+    if log:
         ax.set_yscale("log")
-    ax.set_title("loss (mean over seeds, 95% Student-t CI band)")
+    ax.set_title("loss (mean over seeds, 95% Student-t CI band)" if not log else
+                 "loss (geometric mean over seeds, 95% CI band of the log)")
     if classification:
         sns.lineplot(df, x="step", y="accuracy", hue="norm", hue_order=order,
                      palette=norm_palette(order), style="split",
-                     style_order=["train", "test"], errorbar=seed_ci, ax=axes[0, 1],
-                     legend=True)
+                     style_order=["train", "test"], **band([], bounds=(0.0, 1.0))[0],
+                     ax=axes[0, 1], legend=True)
         axes[0, 1].set_title("accuracy")
     for a in axes[0]:
         step_axis(a, df["step"].unique())
@@ -58,7 +56,8 @@ register(Family(
     caption=(
         "Loss (left) and accuracy (right, classification only) on the whole train (solid) and "
         "test (dashed) sets, evaluated in eval mode at the evaluation steps; bands are 95% "
-        "Student-t CIs over seeds. Look for which normalizers train faster and to a lower loss "
+        "Student-t CIs over seeds (" + GEOMETRY + "). Look for which normalizers train faster "
+        "and to a lower loss "
         "at the same learning rate, and whether any diverge (their curves stop)."),
 ))
 

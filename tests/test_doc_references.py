@@ -1,0 +1,50 @@
+"""Every path and module the project's documents name exists (issue 21): the READMEs, the
+config and schema comments, the workflow's rules and report captions, and the package's own
+docstrings. A reference to a moved file is a broken promise to a reader."""
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = sorted(p for p in ROOT.rglob("*")
+              if p.is_file() and p.suffix in (".md", ".yaml", ".yml", ".smk", ".rst", ".py")
+              and not {".venv", ".git", "results", ".snakemake", "data"} & set(p.parts)
+              and "expansions" not in p.parts)
+PATH = re.compile(r"(?<![\w/.-])((?:src|workflow|config|tests|benchmarks|\.test)/[\w./-]*\w)")
+# a module or attribute named in backticks (Markdown code, reST roles such as :mod:)
+MODULE = re.compile(r"`~?(bnstudy(?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?:\(\))?`")
+
+
+def _paths(text: str):
+    for m in PATH.finditer(text):
+        p = m.group(1)
+        if not any(c in p for c in "*<{"):
+            yield p
+
+
+def _resolves(dotted: str) -> bool:
+    """``dotted`` is a module, or an attribute of one (a function, a class, a constant)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(obj, name):
+                return False
+            obj = getattr(obj, name)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_named_path_and_module_exists(doc):
+    text = doc.read_text(encoding="utf-8", errors="ignore")
+    missing = sorted({p for p in _paths(text) if not (ROOT / p).exists()})
+    assert not missing, f"{doc.relative_to(ROOT)} names paths that do not exist: {missing}"
+    bad = sorted({m for m in MODULE.findall(text) if not _resolves(m)})
+    assert not bad, f"{doc.relative_to(ROOT)} names modules/attributes that do not exist: {bad}"
