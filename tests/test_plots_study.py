@@ -121,10 +121,12 @@ def test_batch_regularization_draws_the_compared_arms_only():
         "batchnorm, M=128", "population_norm, M=128", "batchnorm, M=1024",
         "batchnorm, M=1024, dropout 0.1"]
     curves = br._curves(train, runs)
-    assert set(curves["split"]) == {"test"}
+    assert set(curves["split"]) == {"train", "test"}  # the generalization gap (Luo Fig. 2)
     assert curves.loc[curves["experiment"] == "r1024", "samples"].max() == pytest.approx(102.4)
     fig = plots.FAMILIES["batch_regularization"].draw([gen, train], {})
     assert len(fig.axes) == 3
+    styles = {ln.get_linestyle() for ln in fig.axes[0].get_lines() if len(ln.get_xdata()) > 1}
+    assert len(styles) == 2, styles  # train and test drawn apart
     # a study's sweep axes are columns of every table: luo.yaml sweeps an axis named `arm`
     swept = [gen.assign(arm="gd"), train.assign(arm="gd", train_batch_size=0)]
     fig = plots.FAMILIES["batch_regularization"].draw(swept, {})

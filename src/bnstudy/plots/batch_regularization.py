@@ -25,6 +25,7 @@ from bnstudy.plots import (
     register_section,
     seed_ci,
 )
+from bnstudy.plots.bands import band
 from bnstudy.tables import mean_ci
 
 sns = lazy.module("seaborn")
@@ -70,10 +71,11 @@ def compared(config: dict) -> bool:
 
 
 def _curves(train: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """Test-loss histories of ``runs``, against samples seen (step x batch size). Only the
-    history's own columns are taken: a study's sweep axes are columns of every table, and one
-    may be named like the figure's (luo.yaml's ``arm``)."""
-    d = train.loc[train["split"] == "test", [*RUN, "step", "split", "loss"]].merge(
+    """Train- and test-loss histories of ``runs``, against samples seen (step x batch size):
+    the generalization gap is Fig. 2's point. Only the history's own columns are taken: a
+    study's sweep axes are columns of every table, and one may be named like the figure's
+    (luo.yaml's ``arm``)."""
+    d = train.loc[train["split"].isin(["train", "test"]), [*RUN, "step", "split", "loss"]].merge(
         runs[[*RUN, "arm", "train_batch_size"]].drop_duplicates(RUN), on=RUN)
     d["samples"] = d["step"] * d["train_batch_size"] / 1000.0
     return d
@@ -94,11 +96,14 @@ def draw(frames, options):
         order = list(names.values())
         palette = dict(zip(order, sns.color_palette("colorblind", len(order)), strict=True))
         curves = _curves(train, g)
+        kw, log = band(curves["loss"], ratio=0.0)
         sns.lineplot(curves, x="samples", y="loss", hue="arm", hue_order=order,
-                     palette=palette, errorbar=seed_ci, ax=row[0], legend=False)
-        row[0].set_yscale("log")
-        row[0].set(xlabel="samples seen (thousands)", ylabel="test loss",
-                   title=f"{ds} / {arch}: test loss during training")
+                     palette=palette, style="split", style_order=["train", "test"], **kw,
+                     ax=row[0], legend=False)
+        if log:
+            row[0].set_yscale("log")
+        row[0].set(xlabel="samples seen (thousands)", ylabel="loss",
+                   title=f"{ds} / {arch}: train (solid) and test (dashed) loss")
         for ax, col in ((row[1], "test_loss"), (row[2], "gamma_sq")):
             sns.pointplot(g, x="arm", y=col, hue="arm", order=order, hue_order=order,
                           palette=palette, errorbar=seed_ci, linestyle="none", ax=ax,
@@ -135,8 +140,9 @@ register(Family(
     "batch_regularization", draw, tables=("generalization", "training"),
     module="batch_regularization", scope="study", in_study=compared,
     caption=("Luo et al. §5 across experiments, one row per dataset/architecture trained with "
-             "the learning rate scaled with the batch size: test loss during training against "
-             "the samples seen (left; log scale), the final test loss (middle) and the "
+             "the learning rate scaled with the batch size: train (solid) and test (dashed) loss "
+             "during training against the samples seen (left; log scale: the gap between them "
+             "is the generalization gap of Luo's Fig. 2), the final test loss (middle) and the "
              "normalizers' gamma² (right: mean over layers of the mean over units; none for "
              "normalizers without a learned scale) per arm (normalizer, batch size M, dropout); "
              "means with 95% Student-t CIs over seeds, dots are single seeds."),
