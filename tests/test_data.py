@@ -41,9 +41,33 @@ def test_digits_stratified_split(digits):
     assert len(digits.x_train) + len(digits.x_test) == 1797
     frac = np.bincount(digits.y_test, minlength=10) / len(digits.y_test)
     assert np.all(np.abs(frac - 0.1) < 0.02)
-    assert 0 <= digits.x_train.min() and digits.x_train.max() <= 1
     flat = data.make("digits", {"image": False})
     assert flat.input_shape == (64,)
+
+
+def test_image_sets_are_standardized_per_channel_by_the_training_split(digits, tmp_path):
+    """Default: the training split has per-channel mean 0 and std 1, the test split is mapped
+    with the same (training) statistics; ``standardize: false`` gives the [0, 1] pixels; both
+    recorded in the dataset's meta."""
+    raw = data.make("digits", {"standardize": False})
+    assert raw.meta["standardized"] is False and "channel_mean" not in raw.meta
+    assert 0 <= raw.x_train.min() and raw.x_train.max() <= 1
+    assert raw.x_train.mean() == pytest.approx(0.305, abs=0.01)  # the old values
+    assert np.mean(raw.x_train == 0) > 0.45  # half the pixels are background at exactly 0
+    assert digits.meta["standardized"] is True
+    assert abs(digits.x_train.mean()) < 1e-5 and digits.x_train.std() == pytest.approx(1, abs=1e-5)
+    mean, std = digits.meta["channel_mean"][0], digits.meta["channel_std"][0]
+    assert mean == pytest.approx(raw.x_train.mean(dtype=np.float64), rel=1e-6)
+    np.testing.assert_allclose(digits.x_test, (raw.x_test - mean) / std, atol=1e-5)
+    assert not np.any(digits.x_train == 0)
+    assert data.make("digits", {"image": False}).meta["standardized"] is True
+    data.save(digits, tmp_path / "d.npz")
+    assert data.load(tmp_path / "d.npz").meta["standardized"] is True
+    assert data.check_options("digits", {})["standardize"] is True
+    with pytest.raises(data.BadOption, match="standardize='yes'.*true or false"):
+        data.check_options("mnist", {"standardize": "yes"})
+    with pytest.raises(data.BadOption, match="standardize"):
+        data.check_options("star2d", {"standardize": True})
 
 
 def test_unknown_kind_and_bad_options_are_named():
@@ -82,10 +106,13 @@ def test_mnist_reader_on_local_files(tmp_path):
                       ("train-labels-idx1-ubyte", [0, 1, 2, 3, 4]),
                       ("t10k-labels-idx1-ubyte", [7, 8])):
         _write_idx(root / stem, arr)
-    ds = data.make("mnist", {"data_dir": str(tmp_path)})
+    ds = data.make("mnist", {"data_dir": str(tmp_path), "standardize": False})
     assert ds.input_shape == (1, 28, 28) and ds.x_train.shape == (5, 784)
     assert np.allclose(ds.x_train[0], imgs[0].ravel() / 255.0)
     assert list(ds.y_test) == [7, 8]
+    std = data.make("mnist", {"data_dir": str(tmp_path), "n_train": 4})  # stats of those 4
+    assert abs(std.x_train.mean()) < 1e-5 and std.x_train.std() == pytest.approx(1, abs=1e-4)
+    assert std.meta["standardized"] is True
 
 
 def test_cifar_reader_on_local_files(tmp_path):
@@ -98,4 +125,8 @@ def test_cifar_reader_on_local_files(tmp_path):
     ds = data.make("cifar10", {"data_dir": str(tmp_path), "n_train": 10})
     assert ds.x_train.shape == (10, 3072) and ds.input_shape == (3, 32, 32)
     per_channel = ds.x_train.reshape(10, 3, 1024)
-    assert np.all(np.abs(per_channel.mean(axis=(0, 2))) < 0.5)
+    np.testing.assert_allclose(per_channel.mean(axis=(0, 2)), 0, atol=1e-5)
+    np.testing.assert_allclose(per_channel.std(axis=(0, 2)), 1, atol=1e-4)
+    raw = data.make("cifar10", {"data_dir": str(tmp_path), "n_train": 10, "standardize": False})
+    assert 0 <= raw.x_train.min() and raw.x_train.max() <= 1 and not raw.meta["standardized"]
+    np.testing.assert_allclose(raw.x_train.reshape(10, 3, 1024).mean(axis=(0, 2)), 0.5, atol=0.05)

@@ -247,3 +247,16 @@ def test_registry_and_plots(bn_run, star):
     assert "star (star2d / m)" in text and "batchnorm" in text and "none" in text
     assert "Replay check" in text and "max |difference| 0 " in text
     assert plots.SECTIONS["ics"].table == "ics"
+
+
+def test_augmented_run_replays_its_updates(digits):
+    """With augment: true, G is the gradient on the batch's images as update t cropped and
+    flipped them, so the optimizer's step on G reproduces the next checkpoint exactly."""
+    spec = make_spec("batchnorm", model={"arch": "vgg", "channels": [4, "M", 6]},
+                     training={"lr": 0.05, "momentum": 0.9, "batch_size": 16, "steps": 3,
+                               "checkpoints": [0, 1, 2], "augment": True,
+                               "augment_padding": 2, "lr_schedule": "inverse_time",
+                               "lr_decay": 0.5})
+    run = training.train(spec, digits, "cpu")
+    df = pd.DataFrame(ics.run_ics(run, digits, {"probe_size": 16}, CPU))
+    assert (df[df["step"] < 2]["update_replay_error"] == 0).all()

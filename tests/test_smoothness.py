@@ -294,3 +294,25 @@ def test_cli_plots_and_findings(star, tmp_path):
                     "--data", str(tmp_path / "star.npz"),
                     "--out", str(x / "smoothness.parquet"), str(x / "smoothness_probes.parquet")])
     assert bad == 2 and not x.exists()
+
+
+def test_probes_use_the_scheduled_lr_and_the_augmented_batch_of_the_step(digits):
+    """With momentum 0 the update of step t is exactly w - lr_t g on the inputs update t saw, so
+    the probe at multiplier 1 lands on the next checkpoint's weights: its distance is
+    ||W^{t+1} - W^t|| and its lr is the schedule's (not the configured base lr)."""
+    train = {"lr": 0.2, "momentum": 0.0, "batch_size": 16, "steps": 6, "eval_every": 6,
+             "checkpoints": [0, 1, 4, 5], "lr_schedule": "inverse_time", "lr_decay": 0.5,
+             "augment": True, "augment_padding": 2}
+    spec = make_spec(norm="batchnorm", model={"arch": "vgg", "channels": [4, "M", 6]},
+                     training=train)
+    run = training.train(spec, digits, "cpu")
+    out = smoothness.run(run, digits, {"multipliers": [1, 1], "n_probes": 1}, CPU)
+    cks, rows = run["checkpoints"], out["smoothness"]
+    for i in (0, 2):  # steps 0 -> 1 and 4 -> 5
+        step = int(cks[i]["step"])
+        assert rows[i]["lr"] == pytest.approx(0.2 / (1 + 0.5 * step))
+        assert rows[i]["lr"] == pytest.approx(cks[i]["optimizer"]["param_groups"][0]["lr"])
+        moved = torch.cat([(cks[i + 1]["model"][n] - p).reshape(-1)
+                           for n, p in cks[i]["model"].items() if "running" not in n
+                           and "num_batches" not in n]).double().norm().item()
+        assert out["smoothness_probes"][i]["distance"] == pytest.approx(moved, rel=1e-4)

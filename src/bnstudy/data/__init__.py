@@ -7,7 +7,7 @@ Each dataset is prepared once into an ``.npz`` file holding ``x_train, y_train, 
 - ``star2d``: BN-Explained Fig. 3's 2-D star: points along ``n_arms`` rays from the origin,
   with Gaussian jitter; label = arm index mod 2 (alternating arms; ``n_arms`` must be even).
 - ``gaussian_linear``: Santurkar App. A's DLN task: x ~ N(0, I_d), y = A x, A_ij ~ N(0, 1).
-- ``digits``: scikit-learn's bundled 8x8 digits, scaled to [0, 1], stratified split.
+- ``digits``: scikit-learn's bundled 8x8 digits, stratified split.
 - ``teacher_student``: Luo et al. §4 / App. D: x ~ N(0, I/N), a linear teacher w* with
   ||w*||^2 / N = 1, training targets w*^T x + s with s ~ N(0, S) fixed per example, P =
   round(alpha N) training samples; test targets are noise-free (w*^T x), so the test MSE is Luo's
@@ -17,10 +17,14 @@ Each dataset is prepared once into an ``.npz`` file holding ``x_train, y_train, 
 - ``mnist``, ``cifar10``, ``cifar100``, ``svhn``: the real image sets, read from their standard
   files in ``data_dir`` (downloaded there when ``download: true`` and the network allows it;
   :mod:`bnstudy.data.files`); ``cifar100``'s ``label`` picks its 100 fine or 20 coarse classes.
+
+The image kinds (``digits`` and the real sets) are standardized per channel by their training
+split unless ``standardize: false`` (:mod:`bnstudy.data.images`; ``meta["standardized"]``).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -32,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from bnstudy.data import files as realdata
+from bnstudy.data import images
 from bnstudy.io import REDO, CorruptFile, array_digest, atomic_path
 
 
@@ -109,54 +114,25 @@ def _teacher_student(N=100, alpha=2.0, S=0.25, n_test=10000, seed=0) -> Dataset:
     return Dataset(x, y[:, None], xt, (xt @ w)[:, None], meta)
 
 
-def _digits(test_fraction=0.25, seed=0, image=True) -> Dataset:
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
+def _dataset(generator: Callable) -> Callable[..., Dataset]:
+    """An image generator of :mod:`bnstudy.data.images` returning a :class:`Dataset` (same
+    signature, so its defaults are the kind's)."""
+    @functools.wraps(generator)
+    def make(**options) -> Dataset:
+        return Dataset(*generator(**options))
 
-    bunch = load_digits()
-    x = bunch.data / 16.0
-    y = bunch.target.astype(np.int64)
-    xtr, xte, ytr, yte = train_test_split(
-        x, y, test_size=test_fraction, random_state=seed, stratify=y
-    )
-    meta = {"task": "classification", "out_dim": 10, "input_shape": [1, 8, 8] if image else [64]}
-    return Dataset(xtr, ytr, xte, yte, meta)
-
-
-def _real_set(name: str, data_dir, download, n_train, n_test, seed, **kw) -> Dataset:
-    xtr, ytr, xte, yte, shape, classes = realdata.load(name, Path(data_dir), download, **kw)
-    rng = np.random.default_rng(seed)
-    if n_train is not None and n_train < len(xtr):
-        keep = np.sort(rng.choice(len(xtr), n_train, replace=False))
-        xtr, ytr = xtr[keep], ytr[keep]
-    if n_test is not None and n_test < len(xte):
-        keep = np.sort(rng.choice(len(xte), n_test, replace=False))
-        xte, yte = xte[keep], yte[keep]
-    meta = {"task": "classification", "out_dim": classes, "input_shape": list(shape)}
-    return Dataset(xtr, ytr, xte, yte, meta)
-
-
-def _real(name: str) -> Callable[..., Dataset]:
-    def load(data_dir="data", download=False, n_train=None, n_test=None, seed=0) -> Dataset:
-        return _real_set(name, data_dir, download, n_train, n_test, seed)
-
-    return load
-
-
-def _cifar100(data_dir="data", download=False, n_train=None, n_test=None, seed=0,
-              label="fine") -> Dataset:
-    return _real_set("cifar100", data_dir, download, n_train, n_test, seed, label=label)
+    return make
 
 
 GENERATORS: dict[str, Callable[..., Dataset]] = {
     "star2d": _star2d,
     "gaussian_linear": _gaussian_linear,
-    "digits": _digits,
+    "digits": _dataset(images.digits),
     "teacher_student": _teacher_student,
-    "mnist": _real("mnist"),
-    "cifar10": _real("cifar10"),
-    "cifar100": _cifar100,
-    "svhn": _real("svhn"),
+    "mnist": _dataset(images.real("mnist")),
+    "cifar10": _dataset(images.real("cifar10")),
+    "cifar100": _dataset(images.cifar100),
+    "svhn": _dataset(images.real("svhn")),
 }
 
 
@@ -217,7 +193,7 @@ class BadOption(ValueError):
 _SIZE, _SEED = Option("int", 1), Option("int", 0)
 _REAL = {"data_dir": Option("str"), "download": Option("bool"),
          "n_train": Option("int", 1, nullable=True), "n_test": Option("int", 1, nullable=True),
-         "seed": _SEED}
+         "seed": _SEED, "standardize": Option("bool")}
 # Every kind's options (the keyword arguments of its generator, whose defaults apply).
 OPTIONS: dict[str, dict[str, Option]] = {
     "star2d": {"n_train": _SIZE, "n_test": _SIZE, "n_arms": Option("int", 2, even=True),
@@ -225,7 +201,7 @@ OPTIONS: dict[str, dict[str, Option]] = {
                "seed": _SEED},
     "gaussian_linear": {"n_train": _SIZE, "n_test": _SIZE, "dim": _SIZE, "seed": _SEED},
     "digits": {"test_fraction": Option("number", 0, exclusive_min=True, maximum=1),
-               "seed": _SEED, "image": Option("bool")},
+               "seed": _SEED, "image": Option("bool"), "standardize": Option("bool")},
     "teacher_student": {"N": _SIZE, "alpha": Option("number", 0, exclusive_min=True),
                         "S": Option("number", 0), "n_test": _SIZE, "seed": _SEED},
     "mnist": _REAL,

@@ -1,6 +1,7 @@
 """Readers (and optional downloaders) for the real image sets: MNIST, CIFAR-10, CIFAR-100, SVHN.
 
-Files are read from their standard distribution formats, without pickle:
+Files are read from their standard distribution formats, without pickle; pixels are returned in
+``[0, 1]`` (standardization is :mod:`bnstudy.data.images`'s, by the training split it keeps):
 
 - MNIST: ``<data_dir>/mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]``;
 - CIFAR-10 (binary version): ``<data_dir>/cifar10/cifar-10-batches-bin/`` holding
@@ -154,16 +155,6 @@ def read_cifar_bin(path: Path, classes: tuple[int, ...] = (10,), label: int = 0)
     return raw[:, len(classes):].astype(np.float32) / 255.0, raw[:, label].astype(np.int64)
 
 
-def _standardize(xtr: np.ndarray, xte: np.ndarray) -> None:
-    """Per-channel standardization (channel-major 3x32x32 rows) by the training set, in place."""
-    per = xtr.reshape(len(xtr), 3, -1)
-    mean = per.mean(axis=(0, 2), dtype=np.float64).astype(np.float32).repeat(PIXELS // 3)
-    std = per.std(axis=(0, 2), dtype=np.float64).astype(np.float32).repeat(PIXELS // 3)
-    for x in (xtr, xte):
-        x -= mean
-        x /= std
-
-
 def _cifar(root: Path, download: bool, title: str, archive: str, url: str, folder: str,
            train: list[str], test: str, classes: tuple[int, ...], label: int):
     batches, archive = root / folder, root / archive
@@ -186,7 +177,6 @@ def _cifar(root: Path, download: bool, title: str, archive: str, url: str, folde
     xte, yte = read_cifar_bin(batches / test, classes, label)
     xtr = np.concatenate([t[0] for t in tr])
     ytr = np.concatenate([t[1] for t in tr])
-    _standardize(xtr, xte)
     return xtr, ytr, xte, yte, (3, 32, 32), classes[label]
 
 
@@ -229,7 +219,6 @@ def _svhn(root: Path, download: bool):
         verify(root / name)
     xtr, ytr = read_svhn_mat(root / SVHN_FILES[0])
     xte, yte = read_svhn_mat(root / SVHN_FILES[1])
-    _standardize(xtr, xte)
     return xtr, ytr, xte, yte, (3, 32, 32), 10
 
 

@@ -14,8 +14,8 @@ checkpoint replays them without any saved RNG state. Evaluation (train and test 
 uses the un-augmented images.
 
 A checkpoint's ``batch`` holds training-set indices; the exact inputs of update ``t`` are
-``batch_inputs(x_train[batch], seed, t, padding, input_shape)``. (The measures evaluate the
-un-augmented images of the batch.)
+``batch_inputs(x_train[batch], seed, t, padding, input_shape)``, which :func:`update_inputs`
+gives from a run spec: the measures that replay a step (ICS, smoothness) evaluate those.
 """
 
 from __future__ import annotations
@@ -71,11 +71,48 @@ def check_images(shape) -> None:
 
 
 def batch_inputs(x: torch.Tensor, seed: int, step: int, padding: int,
-                 input_shape=None) -> torch.Tensor:
+                 input_shape=None, draws=None) -> torch.Tensor:
     """The augmented images of update ``step``: ``x`` the batch's training inputs, in order,
     stored as images or flat (``input_shape``, the dataset's ``(C, H, W)``, says how to read
-    them); returned in ``x``'s own shape."""
+    them); returned in ``x``'s own shape. ``draws``: that step's ``draw`` already made (the
+    trainer's :class:`Plan`, on ``x``'s device)."""
     shape = tuple(input_shape) if input_shape is not None else tuple(x.shape[1:])
     check_images(shape)
     images = x.reshape(len(x), *shape)
-    return crop_flip(images, *draw(len(x), padding, seed, step), padding).reshape(x.shape)
+    if draws is None:
+        draws = draw(len(x), padding, seed, step)
+    return crop_flip(images, *draws, padding).reshape(x.shape)
+
+
+class Plan:
+    """The trainer's draws: those of ``block`` consecutive steps (an epoch) made at once on the
+    CPU (each step's from its own generator, so the numbers are :func:`draw`'s) and copied to
+    ``device`` in one transfer (from pinned memory, asynchronously, on CUDA): no host-device
+    sync per step."""
+
+    def __init__(self, n: int, padding: int, seed: int, block: int, device) -> None:
+        self.n, self.padding, self.seed, self.block = n, padding, int(seed), max(1, int(block))
+        self.device, self.start, self.rows = torch.device(device), -1, None
+
+    def at(self, step: int) -> tuple[torch.Tensor, ...]:
+        """``draw(n, padding, seed, step)`` on the device."""
+        if self.rows is None or not self.start <= step < self.start + len(self.rows):
+            steps = range(step, step + self.block)
+            cpu = torch.stack([torch.stack([dy, dx, flip.long()]) for dy, dx, flip in (
+                draw(self.n, self.padding, self.seed, t) for t in steps)])
+            if self.device.type == "cuda":
+                cpu = cpu.pin_memory()
+            self.rows = cpu.to(self.device, non_blocking=True)
+            self.start = step
+        dy, dx, flip = self.rows[step - self.start]
+        return dy, dx, flip.bool()
+
+
+def update_inputs(x: torch.Tensor, spec, step: int, input_shape=None) -> torch.Tensor:
+    """The inputs update ``step`` of the run ``spec`` (a :class:`bnstudy.train.spec.RunSpec`)
+    trained on: ``x``, its batch's training inputs, augmented as the trainer did when the run's
+    training config has ``augment: true``, else ``x`` itself."""
+    cfg = spec.training
+    if not cfg.augment:
+        return x
+    return batch_inputs(x, spec.seed, step, cfg.augment_padding, input_shape)

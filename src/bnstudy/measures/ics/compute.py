@@ -1,7 +1,9 @@
 """Internal covariate shift (ICS): Santurkar et al. 2018, §2, Definition 2.1, Figs. 3 and 8.
 
 **Gradient ICS** (Def. 2.1). At checkpoint step ``t``, on that step's recorded mini-batch
-``(x^t, y^t)`` and for every parametrized layer ``i``::
+``(x^t, y^t)`` (the inputs update ``t`` trained on: with ``augment: true``, the batch's images
+cropped and flipped as that update drew them, :func:`bnstudy.train.augment.update_inputs`) and
+for every parametrized layer ``i``::
 
     G_i  = grad_{W_i} L(W_1^t, ..., W_k^t; x^t, y^t)
     G'_i = grad_{W_i} L(W_1^{t+1}, ..., W_{i-1}^{t+1}, W_i^t, ..., W_k^t; x^t, y^t)
@@ -77,7 +79,7 @@ from torch.func import functional_call
 
 from bnstudy.measures.ics.options import Options
 from bnstudy.networks import models
-from bnstudy.train import checkpoints
+from bnstudy.train import augment, checkpoints
 from bnstudy.train.loop import loss_fn
 
 BN_STATISTICS = "batch"
@@ -222,8 +224,9 @@ def run_ics(run: dict, ds, options: Options, device: torch.device) -> list[dict]
     rows, prev = [], None
     for idx in range(len(cks)):
         r = checkpoints.restore(run, idx, ds, device)
-        res = measure_checkpoint(r.model, r.optimizer, xtr[r.batch], ytr[r.batch], ds.task,
-                                 probe, opts.layers)
+        x = augment.update_inputs(xtr[r.batch], r.spec, r.step, ds.input_shape)
+        res = measure_checkpoint(r.model, r.optimizer, x, ytr[r.batch], ds.task, probe,
+                                 opts.layers)
         consecutive = idx + 1 < len(cks) and int(cks[idx + 1]["step"]) == r.step + 1
         replay = _replay_error(res.new_params, cks[idx + 1]["model"]) if consecutive else math.nan
         for row in res.rows:

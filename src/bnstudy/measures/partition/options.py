@@ -25,7 +25,8 @@ class Options(options.Options):
     point_sets: tuple = POINT_SETS
     bn_statistics: str = "train_set"
     seed: int = 0
-    chunk_rows: int = 65536
+    chunk_rows: int = 65536  # the most rows of a pass; memory_budget_mb may allow fewer
+    memory_budget_mb: float = 2048.0
     maps: bool = True
     map_resolution: int = 60
     map_radius: float = 0.03
@@ -45,6 +46,9 @@ class Options(options.Options):
         wrong = [s for s in self.point_sets if s not in POINT_SETS]
         if not self.point_sets or wrong or len(set(self.point_sets)) != len(self.point_sets):
             bad("point_sets", f"need distinct names among valid choices {list(POINT_SETS)}")
+        if not _positive(self.memory_budget_mb):
+            bad("memory_budget_mb", "need a positive finite number (MiB of activations a "
+                                    "pass may hold)")
         if self.method not in METHODS:
             bad("method", f"valid choices: {list(METHODS)}")
         if self.bn_statistics not in BN_STATISTICS:

@@ -2,10 +2,12 @@
 App. A.2.2).
 
 At every checkpoint step ``t`` with weights ``w = W^t`` and that step's recorded mini-batch
-``B`` (the batch update ``t`` uses), let ``L`` be the mean training loss on ``B`` (cross-entropy
+``B`` (the batch update ``t`` uses, with the random crops and flips update ``t`` drew when the
+run trains with ``augment: true``), let ``L`` be the mean training loss on ``B`` (cross-entropy
 or MSE, exactly the loss training minimizes, without weight decay) and ``g = ∇L(w)``. For step
-sizes ``η = m · lr`` over the multipliers ``m`` (``lr`` is the run's training learning rate) the
-measure probes the points ``w - η g`` and records
+sizes ``η = m · lr_t`` over the multipliers ``m`` (``lr_t`` is the learning rate update ``t``
+used: the run's schedule at step ``t``, :mod:`bnstudy.train.schedules`, recorded in the ``lr``
+column) the measure probes the points ``w - η g`` and records
 
 - the loss ``L(w - η g)`` at each probe; ``loss_min``/``loss_max`` over the probes are the "loss
   variation" band of Fig. 4(a) (the loss at ``w`` itself is the separate ``loss`` column);
@@ -27,8 +29,9 @@ Choices the paper leaves open, fixed here:
   arch), spaced geometrically (``spacing: log``, default) or evenly (``linear``); the endpoints are
   included (``n_probes: 1`` probes ``min`` only). The paper does not say how many probes or how
   they are spaced. (Fig. 4's caption caps VGG at 0.4x the step size while App. A.2.2 states
-  [1/2, 4]; the default follows App. A.2.2, as the issue asks.) ``lr`` is the run's constant
-  SGD learning rate.
+  [1/2, 4]; the default follows App. A.2.2, as the issue asks.) ``lr_t`` is the scheduled SGD
+  learning rate of the checkpoint's step (the run's ``lr`` when the schedule is constant), so
+  with momentum 0 the probe at ``m = 1`` is exactly the next step's weights.
 - BN statistics (``bn_statistics``, recorded in every row): ``batch`` (default, the paper's
   setting) evaluates every point in train mode, so each BN layer normalizes with the mini-batch
   statistics of ``B`` at that point's weights (they change along the line, as they would in
@@ -66,7 +69,7 @@ from torch import nn
 
 from bnstudy.measures.smoothness import hessian
 from bnstudy.measures.smoothness.options import BN_STATISTICS, SPACINGS, Options  # noqa: F401
-from bnstudy.train import checkpoints
+from bnstudy.train import augment, checkpoints, schedules
 from bnstudy.train.loop import loss_fn
 
 
@@ -210,7 +213,7 @@ def run(run: dict, ds, options: dict, device: torch.device) -> dict[str, list[di
     ``smoothness_probes``."""
     opts = Options.parse(options)
     spec = run["spec"]
-    lr = spec.training.lr
+    lr_at = schedules.from_config(spec.training, len(ds.x_train))
     arch = spec.model_config.arch
     xtr = torch.as_tensor(ds.x_train)
     ytr = torch.as_tensor(ds.y_train)
@@ -221,9 +224,11 @@ def run(run: dict, ds, options: dict, device: torch.device) -> dict[str, list[di
     for ck in run["checkpoints"]:
         model.load_state_dict(ck["model"])
         idx = ck["batch"].cpu()
-        x, y = xtr[idx].to(device), ytr[idx].to(device)
-        row, probes, _ = measure(model, x, y, ds.task, lr, opts, arch, owned=True)
-        extra = {"step": int(ck["step"]), "diverged": bool(run["diverged"])}
+        step = int(ck["step"])
+        x = augment.update_inputs(xtr[idx], spec, step, ds.input_shape).to(device)
+        y = ytr[idx].to(device)
+        row, probes, _ = measure(model, x, y, ds.task, lr_at(step), opts, arch, owned=True)
+        extra = {"step": step, "diverged": bool(run["diverged"])}
         rows.append({**extra, **row})
         probe_rows.extend({**extra, **p} for p in probes)
     return {"smoothness": rows, "smoothness_probes": probe_rows}
