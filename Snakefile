@@ -5,7 +5,7 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from bnstudy import study
+from bnstudy import results_lock, study
 
 min_version("9.0")
 
@@ -30,6 +30,14 @@ study.or_exit(
     local=workflow.local_exec,
     schema=Path(workflow.basedir) / "workflow/schemas/config.schema.yaml",
 )
+# One study per results directory (bnstudy.results_lock): another study's results are refused
+# here, dry runs included; a run that starts work records its study there and holds its lock.
+_files = workflow.overwrite_configfiles or ["config/config.yaml"]
+study.or_exit(results_lock.check, config, _files)
+
+
+onstart:
+    study.or_exit(results_lock.claim, config, _files)
 
 
 include: "workflow/rules/common.smk"

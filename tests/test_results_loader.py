@@ -150,8 +150,29 @@ def test_corrupt_table_is_named(root, tmp_path):
     path = copy / "tables" / "training.parquet"
     df = io.read_table(path)
     df.loc[0, "loss"] += 1.0  # altered data, the stored checksum kept
-    meta = pq.read_schema(path).metadata
-    pq.write_table(pa.Table.from_pandas(df, preserve_index=False).replace_schema_metadata(meta),
-                   path)
+    meta, footer = pq.read_schema(path).metadata, pq.read_metadata(path).metadata
+    with pq.ParquetWriter(path, pa.Table.from_pandas(df, preserve_index=False).schema
+                          .with_metadata(meta)) as writer:
+        writer.write_table(pa.Table.from_pandas(df, preserve_index=False).replace_schema_metadata(
+            meta))
+        writer.add_key_value_metadata({io.CHECKSUM_KEY: footer[io.CHECKSUM_KEY]})
     with pytest.raises(io.CorruptFile, match="training.parquet is corrupt"):
         results.load(copy)["training"]
+
+
+def test_loading_a_file_says_it_is_a_file_and_names_its_results_directory(root):
+    table = root / "tables" / "training.parquet"
+    with pytest.raises(NotADirectoryError) as e:
+        results.load(table)
+    msg = str(e.value)
+    assert "is a file, not a results directory" in msg and "does not exist" not in msg
+    assert f"its results directory is {str(root)!r}" in msg
+
+
+def test_provenance_of_a_truncated_table_names_the_file(root, tmp_path):
+    copy = tmp_path / "results"
+    shutil.copytree(root / "tables", copy / "tables")
+    path = copy / "tables" / "training.parquet"
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(io.CorruptFile, match=r"training\.parquet is corrupt or truncated"):
+        results.load(copy).provenance("training")

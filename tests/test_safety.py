@@ -236,3 +236,28 @@ def test_a_deleted_intermediate_file_is_rebuilt_by_the_documented_commands(proje
     assert [j["rule"] for j in jobs] == ["aggregate"]
     assert "Input files updated by another job" in jobs[0]["reason"] or \
         "Updated input files" in jobs[0]["reason"], jobs
+
+
+# -- one study per results directory -----------------------------------------------------------
+
+def test_a_results_directory_holding_another_study_is_refused_before_any_job(project, tmp_path):
+    """A run records its study in its results directory; a study with another config from
+    another working directory is refused by its dry run already, naming both (in-process cases:
+    tests/test_results_lock.py)."""
+    shared = tmp_path / "shared results"
+    args = ["--config", f"results={shared}"]
+    snakemake(project, "--cores", "1", f"{shared}/data/star2d.npz", *args)
+    path = shared / ".bnstudy-study.json"
+    record = json.loads(path.read_text())
+    assert record["working_directory"] == str(project.resolve())
+    mine = record["config_hash"]
+    assert (shared / ".bnstudy-study.lock").is_file()
+    snakemake(project, "-n", *args)  # the same study proceeds
+    path.write_text(json.dumps({**record, "config_hash": "0123456789abcdef",
+                                "working_directory": "/elsewhere/project"}))
+    proc = snakemake(project, "-n", *args, check=False)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "holds another study: config hash 0123456789abcdef" in proc.stderr
+    assert f"this run has config hash {mine}" in proc.stderr
+    assert "/elsewhere/project" in proc.stderr and str(project.resolve()) in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -97,7 +97,8 @@ class Results:
         return self.tables[name]
 
     def provenance(self, name: str) -> dict:
-        """The provenance stored in table ``name`` (config hash, versions, device, commit...)."""
+        """The provenance stored in table ``name`` (config hash, versions, device, commit...),
+        its checksum verified (:class:`bnstudy.io.CorruptFile` names a damaged table)."""
         return io.read_provenance(self.table_path(name))
 
     def runs(self) -> pd.DataFrame:
@@ -168,6 +169,11 @@ class Results:
 def load(results_dir: str | Path = "results") -> Results:
     """The results directory ``results_dir`` a study wrote (its ``results:`` setting)."""
     root = Path(results_dir)
+    if root.exists() and not root.is_dir():
+        hint = (f" (it is a table: its results directory is {str(root.parent.parent)!r})"
+                if root.suffix == ".parquet" and root.parent.name == TABLES else "")
+        raise NotADirectoryError(f"{str(root)!r} is a file, not a results directory{hint}; "
+                                 f"pass the directory that holds {TABLES}/, {RUNS}/ and {DATA}/")
     if not root.is_dir():
         raise FileNotFoundError(f"results directory {str(root)!r} does not exist")
     if not any((root / d).is_dir() for d in (TABLES, RUNS, DATA)):

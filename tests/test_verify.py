@@ -1,0 +1,82 @@
+"""``python -m bnstudy verify [RESULTS]`` checks every checksummed file of a study.
+
+A byte changed on disk that keeps the file's mtime is invisible to Snakemake ("Nothing to be
+done"); the verb reads every table, run file, resume state and dataset, names the bad ones and
+the command that writes them again, and exits 1 when any is bad.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+import pytest
+import torch
+
+from bnstudy import cli, data, io, verify
+
+
+@pytest.fixture
+def study(tmp_path, star):
+    root = tmp_path / "results"
+    data.save(star, root / "data" / "star2d.npz")
+    run = root / "runs" / "star" / "batchnorm" / "seed0"
+    io.save_pt({"w": torch.ones(3)}, run / "checkpoints.pt", "checkpoints")
+    io.save_pt({"step": 1}, run / "resume.pt", "resume state")
+    frame = pd.DataFrame({"step": [0, 1], "loss": [1.0, 0.5]})
+    io.write_table(frame, run / "history.parquet", {"config_hash": "h"})
+    io.write_table(frame, root / "tables" / "training.parquet", {"config_hash": "h"})
+    (root / "figures").mkdir()
+    (root / "figures" / "a.png").write_bytes(b"not checked")
+    (root / "tables" / ".training.parquet.tmp123").write_bytes(b"a writer's temporary")
+    return root
+
+
+def flip_keeping_mtime(path) -> None:
+    st = path.stat()
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 3] ^= 0x01
+    path.write_bytes(bytes(raw))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_a_good_study_verifies(study, capsys):
+    assert cli.main(["verify", str(study)]) == 0
+    out = capsys.readouterr().out
+    assert "5 checksummed files (tables, run files, datasets), 5 good, 0 bad" in out
+    assert "BAD" not in out
+
+
+@pytest.mark.parametrize("name", ["tables/training.parquet", "runs/star/batchnorm/seed0/"
+                                  "history.parquet", "runs/star/batchnorm/seed0/checkpoints.pt",
+                                  "data/star2d.npz"])
+def test_a_flipped_byte_is_named_with_what_to_rerun(study, capsys, name):
+    path = study / name
+    flip_keeping_mtime(path)
+    assert cli.main(["verify", str(study)]) == 1
+    out = capsys.readouterr().out
+    assert "4 good, 1 bad" in out
+    assert f"BAD {path}: " in out and "corrupt" in out
+    assert f"snakemake --cores 1 --forcerun {path}\n" in out and f"rm {path}" in out
+
+
+def test_a_truncated_resume_state_is_named_as_discardable(study, capsys):
+    path = study / "runs/star/batchnorm/seed0/resume.pt"
+    path.write_bytes(path.read_bytes()[:100])
+    assert cli.main(["verify", str(study)]) == 1
+    out = capsys.readouterr().out
+    assert f"BAD {path}" in out and "--forcerun" not in out
+    assert "discarded by its train job" in out and f"rm {path}" in out
+
+
+def test_verify_checks_every_suffix_and_skips_temporaries(study):
+    names = sorted(p.relative_to(study).as_posix() for p in verify.files(study))
+    assert names == ["data/star2d.npz", "runs/star/batchnorm/seed0/checkpoints.pt",
+                     "runs/star/batchnorm/seed0/history.parquet",
+                     "runs/star/batchnorm/seed0/resume.pt", "tables/training.parquet"]
+
+
+def test_a_missing_results_directory_is_one_line(tmp_path, capsys):
+    assert cli.main(["verify", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert "nope' does not exist" in err and "Traceback" not in err
