@@ -176,3 +176,21 @@ def test_provenance_of_a_truncated_table_names_the_file(root, tmp_path):
     path.write_bytes(path.read_bytes()[:-100])
     with pytest.raises(io.CorruptFile, match=r"training\.parquet is corrupt or truncated"):
         results.load(copy).provenance("training")
+
+
+def test_provenance_records_versions_precision_checkout_and_time(tmp_path):
+    """Issue 23: a table says which Snakemake and seaborn, which precision, whether the
+    checkout had uncommitted changes, when it was written, and the resolved config."""
+    from datetime import datetime
+
+    path = tmp_path / "t.parquet"
+    io.write_table(pd.DataFrame({"x": [1.0]}), path,
+                   io.provenance("h", "cpu", config={"lr": 0.1}))
+    prov = io.read_provenance(path)
+    for key in ("snakemake_version", "seaborn_version", "deterministic_algorithms", "tf32",
+                "git_commit", "git_dirty", "created"):
+        assert key in prov, key
+    assert prov["seaborn_version"] and prov["snakemake_version"]
+    assert prov["tf32"] is False and prov["config"] == {"lr": 0.1}
+    assert datetime.fromisoformat(prov["created"]).tzinfo is not None
+    assert prov["git_dirty"] in (True, False, None)

@@ -29,14 +29,15 @@ import hashlib
 import io as _io
 import json
 import os
-import platform
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from bnstudy import provenance as _provenance
+from bnstudy.provenance import git_commit, torch_version  # noqa: F401 (re-exported)
 
 PROVENANCE_KEY = b"bnstudy.provenance"
 CHECKSUM_KEY = b"bnstudy.sha256"
@@ -94,49 +95,9 @@ def stable_hash(obj) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-            cwd=Path(__file__).resolve().parent,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def torch_version() -> str:
-    """The installed torch's version, without importing torch (two seconds) where it is not
-    imported yet: table-only jobs (aggregate, claims) record it in their provenance too."""
-    import sys
-    from importlib import metadata
-
-    if "torch" in sys.modules:
-        return sys.modules["torch"].__version__
-    try:
-        return metadata.version("torch")
-    except metadata.PackageNotFoundError:  # installed without package metadata
-        import torch
-
-        return torch.__version__
-
-
 def provenance(config_hash: str, device: str = "cpu", **extra) -> dict:
-    import numpy
-
-    from bnstudy import __version__
-
-    return {
-        "config_hash": config_hash,
-        "bnstudy_version": __version__,
-        "torch_version": torch_version(),
-        "numpy_version": numpy.__version__,
-        "pandas_version": pd.__version__,
-        "python_version": platform.python_version(),
-        "device": device,
-        "git_commit": git_commit(),
-        **extra,
-    }
+    """What a table records about how it was made (:mod:`bnstudy.provenance`)."""
+    return _provenance.record(config_hash, device, **extra)
 
 
 def _file_digest(raw, at: int) -> str:
