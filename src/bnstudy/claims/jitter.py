@@ -17,7 +17,11 @@ ledger's other metrics do (:mod:`bnstudy.claims.ledger` states the verdict rules
   ratio only checks the measurement (the ledger's implementation check). At deeper layers the
   layer's inputs are normalized by the same batch's statistics of earlier layers, so the
   batch is not an iid sample of the layer's input population (the population pass normalizes
-  with whole-set statistics): Proposition 2's i.i.d. assumption is a real prediction there.
+  with whole-set statistics): Proposition 2's i.i.d. assumption does not hold there, so the
+  ledger's deeper-layer rows go beyond the paper. A run whose deeper layers' empirical
+  variance of ``mu_B`` is below ``FIXED_MEAN_RATIO`` times the prediction (median over its
+  deeper rows) is left out of them: with no nonlinearity between BN layers (a deep linear net)
+  the next layer's batch mean is fixed by beta, and the ratio is a rounding error.
   Conv layers count correlated positions of one image as samples and are left out.
 """
 
@@ -27,6 +31,9 @@ import numpy as np
 import pandas as pd
 
 KEYS = ["experiment", "dataset", "model", "norm", "seed"]
+# below this, a deeper layer's empirical variance of mu_B is rounding error: no nonlinearity
+# between BN layers, so the layer after BN sees a batch mean fixed by beta (a linear net)
+FIXED_MEAN_RATIO = 1e-6
 
 
 def _applicable(df: pd.DataFrame) -> pd.DataFrame:
@@ -71,6 +78,9 @@ def prop2_ratio(stat: str, deeper: bool = False):
         first = d["layer_index"] == d.groupby(KEYS)["layer_index"].transform("min")
         d = d[~first if deeper else first]
         d = d[d["samples_per_stat"] == d["batch_size_effective"]]  # fully connected layers
+        if deeper:  # a layer whose batch mean is fixed by the BN before it (a linear net)
+            fixed = d.groupby(KEYS)["ratio_mu"].transform("median") < FIXED_MEAN_RATIO
+            d = d[~fixed]
         r = d[f"ratio_{stat}"]
         d = d[np.isfinite(r) & (r > 0)]
         return np.log(d[f"ratio_{stat}"]).groupby([d[k] for k in KEYS]).mean()

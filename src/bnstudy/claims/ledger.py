@@ -20,46 +20,40 @@ analyses (Luo's closed forms, Dannemann-Junike's counterexample) contribute rows
 whose rule is stated in the same way.
 
 Columns beyond the numbers: ``role`` is ``test`` for a claim where the paper makes a prediction
-the data could contradict and ``implementation check`` where the stated result holds by
+the data could contradict, ``implementation check`` where the stated result holds by
 construction (Proposition 2 at the first BN layer: there the batch is an exact sample of the
-population the formula uses, so agreement checks the measurement, not the proposition; the
-``prop2_deep_*`` rows test it at deeper layers); ``curve`` names the closed form and constant a
+population the formula uses, so agreement checks the measurement, not the proposition), and
+``beyond the paper`` where the row asks more than the paper claims (the ``prop2_deep_*`` rows:
+Proposition 2 assumes i.i.d. inputs, which deeper layers do not see; Santurkar's claims on a
+ResNet, which the paper sets aside: :mod:`bnstudy.claims.annotate`, which also writes the notes
+on collapsed runs and on Luo §5's schedule); ``curve`` names the closed form and constant a
 Luo row is compared with (zeta, its multiple of 1/M, the ridge convention). The per-run metrics
 are in :mod:`bnstudy.claims.metrics` (Santurkar, Luo) and :mod:`bnstudy.claims.jitter`.
+
+A row depends on the compared pair's runs only: a normalizer claim's metric is computed on the
+table's rows of that experiment and those two normalizers (a metric that pools experiments under
+a name of its own, Luo's loads, is computed once on the whole table). Every measured row also
+carries ``effect_sd`` (the paired differences' standard deviation), ``seeds_needed`` and
+``detectable_effect`` (:mod:`bnstudy.claims.power`), and ``p_value``, ``p_adjusted`` and
+``adjusted_verdict`` (Holm over the study's measured rows that are not implementation checks:
+:mod:`bnstudy.claims.multiplicity`).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from bnstudy.claims import jitter as cj
 from bnstudy.claims import metrics as cm
-from bnstudy.claims.contrast import Contrast, pairs
+from bnstudy.claims import multiplicity, power
+from bnstudy.claims.annotate import annotate
+from bnstudy.claims.contrast import Contrast
 from bnstudy.claims.dannemann import dannemann_claim
-from bnstudy.claims.rules import RULE_TEXT, paired_effect, verdict
+from bnstudy.claims.pairing import IDS, Claim, contrast_rows, norm_rows, unmeasured
+from bnstudy.claims.rules import RULE_TEXT
 
-IDS = ["experiment", "dataset", "model"]
-
-
-@dataclass(frozen=True)
-class Claim:
-    key: str
-    paper: str
-    claim: str
-    table: str
-    quantity: str
-    metric: Callable[[pd.DataFrame], pd.Series]  # table -> one value per (experiment, norm, seed)
-    norms: tuple[str, ...]
-    baseline: str | None = "none"  # None: the values themselves are the effect (one-sample)
-    rule: str = "less"
-    margin: float = 0.0
-    role: str = "test"  # or "implementation check": holds by construction, see the docstring
-    curve: Callable[[pd.DataFrame, str, str], str] | None = None  # (table, norm, experiment)
-    contrast: Contrast | None = None  # pairs experiments instead of normalizers (contrast.py)
+__all__ = ["CLAIMS", "IDS", "Claim", "dannemann_claim", "evaluate"]
 
 
 def _pd_concentration(df: pd.DataFrame) -> pd.Series:
@@ -84,7 +78,8 @@ LUO_BATCH = Contrast("train_batch_size", "largest", "smallest", match=("arch", "
                      where={"lr_batch_scaled": True})
 BN_JITTER = ("batchnorm", "batchnorm_fixed_affine", "ghost_batchnorm")
 SMOOTH_NOTE = (f"; a blow-up (non-finite probe) counts as {cm.BLOWUP_FACTOR:g} x the largest "
-               "finite value in the table, 0 as the smallest positive one")
+               "finite value of the compared pair (both arms, this experiment), 0 as the pair's "
+               "smallest positive one")
 PD_CLAIM = ("BN concentrates the spline partition near the data, not near random points, at "
             "random initialization")
 PD_QUANTITY = ("log((boundaries near train + .5) / (near random + .5)) at step 0, all layers, "
@@ -99,13 +94,17 @@ CLAIMS = (
           ("batchnorm",), rule="no_less", margin=float(np.log(1.25))),
     Claim("lipschitz", "Santurkar et al.", "BN improves the Lipschitzness of the loss (smaller "
           "loss variation along the gradient)", "smoothness",
-          "log(loss_max - loss_min over the probes), mean over checkpoints" + SMOOTH_NOTE,
-          cm.smooth("loss_variation"), ("batchnorm",), rule="less"),
+          "log((loss_max - loss_min over the probes) / loss at the checkpoint), mean over "
+          "checkpoints (the variation relative to the point's own loss, so that an arm that "
+          "interpolates is compared on the same scale)" + SMOOTH_NOTE,
+          cm.smooth("loss_variation", per="loss"), ("batchnorm",), rule="less"),
     Claim("grad_pred", "Santurkar et al.", "BN improves gradient predictiveness", "smoothness",
-          "log(max ||grad L(w - eta g) - g||), mean over checkpoints" + SMOOTH_NOTE,
-          cm.smooth("grad_pred_max"), ("batchnorm",), rule="less"),
+          "log(max ||grad L(w - eta g) - g|| / ||g||), mean over checkpoints (the gradient "
+          "change relative to the point's own gradient norm)" + SMOOTH_NOTE,
+          cm.smooth("grad_pred_max", per="grad_norm"), ("batchnorm",), rule="less"),
     Claim("beta_smooth", "Santurkar et al.", "BN lowers the effective beta-smoothness",
-          "smoothness", "log(beta_eff), mean over checkpoints" + SMOOTH_NOTE,
+          "smoothness", "log(beta_eff), mean over checkpoints (beta_eff is a gradient change "
+          "per unit step, already relative)" + SMOOTH_NOTE,
           cm.smooth("beta_eff"), ("batchnorm",), rule="less"),
     Claim("lp_smooth", "Santurkar et al.", "l_p normalizations smooth the landscape like BN "
           "(lower effective beta-smoothness than no normalization)", "smoothness",
@@ -130,13 +129,14 @@ CLAIMS = (
             cj.prop2_ratio(s), BN_JITTER, baseline=None, rule="equivalent",
             margin=float(np.log(1.1)), role="implementation check")
       for s, t in (("mu", "mu_B"), ("sigma2", "sigma_B^2"))),
-    *(Claim(f"prop2_deep_{s}", "Balestriero & Baraniuk", f"Proposition 2 predicts the "
-            f"mini-batch variance of BN's {t} at deeper BN layers from the layer's input "
-            "population (within 10%), although earlier layers normalize by the same batch",
-            "bn_jitter", f"log(empirical / predicted var of {t}), BN layers after the first "
-            "of fully connected nets, mean over layers, checkpoints and batch sizes",
-            cj.prop2_ratio(s, deeper=True), BN_JITTER, baseline=None, rule="equivalent",
-            margin=float(np.log(1.1)))
+    *(Claim(f"prop2_deep_{s}", "Balestriero & Baraniuk", f"beyond the paper: Proposition 2's "
+            f"formula for the mini-batch variance of BN's {t} (which assumes i.i.d. inputs) "
+            "also holds within 10% at deeper BN layers, whose inputs earlier layers normalize "
+            "by the same batch", "bn_jitter", f"log(empirical / predicted var of {t}), BN "
+            "layers after the first of fully connected nets with a nonlinearity between BN "
+            "layers (a linear net's next layer sees a batch mean fixed by beta), mean over "
+            "layers, checkpoints and batch sizes", cj.prop2_ratio(s, deeper=True), BN_JITTER,
+            baseline=None, rule="equivalent", margin=float(np.log(1.1)), role="beyond the paper")
       for s, t in (("mu", "mu_B"), ("sigma2", "sigma_B^2"))),
     Claim("luo_sgd", "Luo et al.", "vanilla SGD's generalization error follows the closed form "
           "(within 10%)", "teacher_student", "gen_error / closed form - 1, final checkpoint",
@@ -192,52 +192,6 @@ CLAIMS = (
 )
 
 
-def _row(base: dict, c: Claim, level: float, arm: pd.Series, against: pd.Series,
-         **where) -> dict:
-    """A measured ledger row: the paired effect of ``arm`` against ``against`` (per seed)."""
-    eff = paired_effect(arm, against, level)
-    return {**base, **where, "value": float(arm.mean()), "baseline_value": float(against.mean()),
-            **eff, "verdict": verdict(c.rule, eff["ci_low"], eff["ci_high"], c.margin),
-            "note": "" if eff["n_seeds"] >= 2 else "fewer than 2 paired seeds"}
-
-
-def _norm_rows(c: Claim, base: dict, df: pd.DataFrame, values: pd.Series,
-               level: float) -> list[dict]:
-    """Rows of a claim that pairs normalizers inside each experiment."""
-    v = values.rename("value").reset_index()
-    rows = []
-    for (exp, ds, model), g in v.groupby(IDS):
-        by_norm = {n: s.set_index("seed")["value"] for n, s in g.groupby("norm")}
-        if c.baseline is not None and c.baseline not in by_norm:
-            continue
-        for norm in (n for n in c.norms if n in by_norm):
-            against = 0.0 * by_norm[norm] if c.baseline is None else by_norm[c.baseline]
-            rows.append(_row(base, c, level, by_norm[norm], against, experiment=exp, dataset=ds,
-                             model=model, norm=norm,
-                             curve=c.curve(df, norm, exp) if c.curve else ""))
-    return rows
-
-
-def _contrast_rows(c: Claim, base: dict, df: pd.DataFrame, values: pd.Series,
-                   level: float) -> list[dict] | str:
-    """Rows of a claim that pairs experiments (:mod:`bnstudy.claims.contrast`)."""
-    found = pairs(c.contrast, values, df, c.norms)
-    if isinstance(found, str):
-        return found
-    return [_row({**base, "baseline": p.baseline}, c, level, p.arm_values, p.base_values,
-                 experiment=p.experiment, dataset=p.dataset, model=p.model, norm=p.norm)
-            for p in found]
-
-
-def _unmeasured(c: Claim) -> str:
-    if c.contrast is not None:
-        return (f"no two experiments of {', '.join(c.norms)} that differ in "
-                f"{c.contrast.describe()}")
-    runs = (f"both {c.baseline} and one of" if c.baseline is not None
-            else "any of") + " " + ", ".join(c.norms)
-    return f"no experiment runs {runs}"
-
-
 def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95) -> pd.DataFrame:
     rows = []
     for c in CLAIMS:
@@ -253,12 +207,14 @@ def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95) -> pd.DataFra
         if values.empty:
             rows.append({**base, "verdict": "not measured", "note": "no applicable rows"})
             continue
-        found = (_norm_rows if c.contrast is None else _contrast_rows)(c, base, df, values,
-                                                                         level)
+        found = (norm_rows if c.contrast is None else contrast_rows)(c, base, df, values, level)
         if isinstance(found, str) or not found:
             rows.append({**base, "verdict": "not measured",
-                         "note": found if isinstance(found, str) else _unmeasured(c)})
+                         "note": found if isinstance(found, str) else unmeasured(c)})
             continue
         rows.extend(found)
     rows.extend(dannemann_claim(frames.get("dannemann")))
-    return pd.DataFrame(rows)
+    ledger = annotate(pd.DataFrame(rows), frames, {c.key: c.table for c in CLAIMS},
+                      {c.key for c in CLAIMS if c.contrast is not None})
+    rules = {c.key: (c.rule, c.margin) for c in CLAIMS}
+    return multiplicity.adjust(power.add_columns(ledger, level, rules), level, rules)

@@ -8,6 +8,8 @@ the code produces, those statements are tables generated from each study's
     ...generated table...
     <!-- /ledger -->
 
+Each row shows its verdict, the multiplicity-adjusted one (:mod:`bnstudy.claims.multiplicity`)
+and the seeds it would need (:mod:`bnstudy.claims.power`),
 and ``python -m bnstudy ledger --readme README.md`` rewrites every block from the ledger of the
 results directory its opening line names (claims the study did not measure listed in one line
 under the table; a missing ledger is an error: run the study first).
@@ -24,7 +26,8 @@ import pandas as pd
 
 BLOCK = re.compile(r"(<!-- ledger: (?P<dir>[^>]+?) -->\n)(?P<body>.*?)(<!-- /ledger -->)",
                    re.DOTALL)
-COLUMNS = ("claim", "where", "effect [95% CI]", "seeds", "verdict")
+COLUMNS = ("claim", "where", "effect [95% CI]", "seeds", "verdict", "adjusted verdict",
+           "seeds needed")
 
 
 def _num(x) -> str:
@@ -65,6 +68,18 @@ def _seeds(row: pd.Series) -> str:
     return "" if n is None or pd.isna(n) else str(int(n))
 
 
+def _adjusted(row: pd.Series) -> str:
+    a = row.get("adjusted_verdict")
+    return a if isinstance(a, str) and a else row["verdict"]
+
+
+def _needed(row: pd.Series) -> str:
+    n = row.get("seeds_needed")
+    if n is None or pd.isna(n):
+        return ""
+    return "inf" if math.isinf(n) else str(int(n))
+
+
 def table(ledger: pd.DataFrame, measured_only: bool = False) -> str:
     """One Markdown table row per ledger row, in ledger order; with ``measured_only``, the
     claims the study did not measure are one line under the table instead of rows."""
@@ -72,7 +87,8 @@ def table(ledger: pd.DataFrame, measured_only: bool = False) -> str:
     shown = ledger[~unmeasured] if measured_only else ledger
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
     for _, row in shown.iterrows():
-        cells = (f"`{row['claim_id']}`", _where(row), _effect(row), _seeds(row), row["verdict"])
+        cells = (f"`{row['claim_id']}`", _where(row), _effect(row), _seeds(row), row["verdict"],
+                 _adjusted(row), _needed(row))
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     missing = sorted(set(ledger.loc[unmeasured, "claim_id"]) - set(shown["claim_id"]))
     if measured_only and missing:

@@ -8,12 +8,17 @@ verdict rules). Each maps a table to one value per (experiment, dataset, model, 
   ``1e-4``, is ICS treated as none: three orders of magnitude above float32 rounding of a
   cosine, below any ICS a trained net shows.
 - :func:`smooth`: the mean over checkpoints of ``log(value)`` (the stated quantity; not the log
-  of the mean). A blow-up (a probe beyond a non-finite loss: ``+inf`` in the maxima, or a
-  non-finite ``loss_max``/``loss_min`` for the loss variation) counts as the worst value: it is
-  replaced by ``BLOWUP_FACTOR`` (10) times the largest finite value of that quantity in the
-  whole table, so the paired comparison stays finite and a blow-up weighs against its arm. A
-  value of exactly 0 (a flat loss, an unchanged gradient) is replaced by the smallest positive
-  value in the table (the best observed; the log of 0 is not finite). NaN that is not a blow-up
+  of the mean), optionally of the value divided by the point's own loss or gradient norm
+  (``per``: the loss variation and gradient predictiveness relative to the point, so that an arm
+  that interpolates, loss ~1e-6, is compared on its own scale). A blow-up (a probe beyond a
+  non-finite loss: ``+inf`` in the maxima, a non-finite ``loss_max``/``loss_min`` for the loss
+  variation, or a non-finite point) counts as the worst value: it is replaced by
+  ``BLOWUP_FACTOR`` (10) times the largest finite value of that quantity in the table it is
+  given, so the paired comparison stays finite and a blow-up weighs against its arm. A value of
+  exactly 0 (a flat loss, an unchanged gradient) is replaced by the smallest positive value in
+  the table (the best observed; the log of 0 is not finite). The ledger gives the metric the
+  compared pair's rows only (both arms of one experiment), so the replacement values come from
+  that pair, never from another experiment or normalizer. NaN that is not a blow-up
   (``beta_eff`` at a zero gradient, which is undefined) is left out.
 - :func:`final_train_loss`: ``log`` of the final training loss.
 - :func:`final_log`, :func:`final_percent`: a generalization column at each run's last
@@ -84,8 +89,10 @@ def final_percent(col: str) -> Callable[[pd.DataFrame], pd.Series]:
     return metric
 
 
-def smooth(col: str) -> Callable[[pd.DataFrame], pd.Series]:
-    """The metric for ``col`` (``loss_variation`` = ``loss_max - loss_min``, or a column)."""
+def smooth(col: str, per: str | None = None) -> Callable[[pd.DataFrame], pd.Series]:
+    """The metric for ``col`` (``loss_variation`` = ``loss_max - loss_min``, or a column),
+    divided at each checkpoint by column ``per`` (the point's own ``loss`` or ``grad_norm``)
+    when given."""
 
     def metric(df: pd.DataFrame) -> pd.Series:
         d = df.copy()
@@ -95,6 +102,14 @@ def smooth(col: str) -> Callable[[pd.DataFrame], pd.Series]:
         else:
             v = d[col].astype(float)
             blown = np.isposinf(v)
+        if per is not None:
+            if per not in d:
+                raise ValueError(f"the smoothness table has no column {per!r}, needed to "
+                                 f"normalize {col!r}; its columns: {', '.join(map(str, d))}")
+            scale = d[per].astype(float)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                v = v / scale
+            blown = blown | ~np.isfinite(scale) | np.isposinf(v)  # the point itself blew up
         good = v[np.isfinite(v) & ~blown & (v > 0)]
         if good.empty:
             return pd.Series(dtype=float)

@@ -54,16 +54,17 @@ def verdict(rule: str, lo: float, hi: float, margin: float) -> str:
 
 
 def paired_effect(a: pd.Series, b: pd.Series, level: float) -> dict:
-    """Mean, CI and d_z of a - b over the seeds both have (finite values only)."""
+    """Mean, CI, d_z and standard deviation (``effect_sd``) of a - b over the seeds both have
+    (finite values only)."""
     diff = (a - b).dropna()
     diff = diff[np.isfinite(diff)]
     n = len(diff)
     out = {"effect": float(diff.mean()) if n else np.nan, "ci_low": np.nan, "ci_high": np.nan,
-           "cohens_dz": np.nan, "n_seeds": n}
+           "cohens_dz": np.nan, "effect_sd": np.nan, "n_seeds": n}
     if n >= 2:
         sd = float(diff.std(ddof=1))
         half = float(stats.t.ppf(0.5 + level / 2, n - 1) * sd / np.sqrt(n))
-        out.update(ci_low=out["effect"] - half, ci_high=out["effect"] + half,
+        out.update(ci_low=out["effect"] - half, ci_high=out["effect"] + half, effect_sd=sd,
                    cohens_dz=(out["effect"] / sd if sd > 0 else np.inf * np.sign(out["effect"])
                               if out["effect"] != 0 else np.nan))
     return out

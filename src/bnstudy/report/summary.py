@@ -58,6 +58,13 @@ def effect_full(r: pd.Series) -> str:
     return out + (f" (n={int(n)})" if n is not None and pd.notna(n) else "")
 
 
+def seeds(x) -> str:
+    """``seeds_needed`` as text: an integer, 'inf' (the effect sits on the boundary), or ''."""
+    if x is None or pd.isna(x):
+        return ""
+    return "inf" if x == float("inf") else str(int(x))
+
+
 def values(r: pd.Series) -> str:
     v = _num(r.get("value"), ".4g")
     if v is None:
@@ -94,6 +101,9 @@ def rows(ledger: pd.DataFrame, section_of: dict[str, tuple[str, str]],
             "check": role if isinstance(role, str) and role != "test" else "",
             "rule": _text(r.get("rule")), "note": _text(r.get("note")),
             "verdict": r["verdict"], "where": where(r), "effect": effect(r),
+            "adjusted": _text(r.get("adjusted_verdict")) or r["verdict"],
+            "seeds_needed": seeds(r.get("seeds_needed")),
+            "detectable": _num(r.get("detectable_effect"), ".3g") or "",
             "has_effect": _num(r.get("effect"), "g") is not None,
             "effect_full": effect_full(r), "means": values(r), **anchor(r, section_of, groups),
             "measured": r["verdict"] != "not measured",
@@ -102,12 +112,13 @@ def rows(ledger: pd.DataFrame, section_of: dict[str, tuple[str, str]],
 
 
 def found(display_rows: list[dict]) -> dict:
-    """The summary: verdict counts, the measured rows (also grouped by claim, consecutive rows of
-    one claim id together), and the unmeasured ones for one line."""
+    """The summary: verdict counts (the multiplicity-adjusted verdicts:
+    :mod:`bnstudy.claims.multiplicity`), the measured rows (also grouped by claim, consecutive
+    rows of one claim id together), and the unmeasured ones for one line."""
     measured = [r for r in display_rows if r["measured"]]
     counts: dict[str, int] = {}
     for r in display_rows:
-        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+        counts[r["adjusted"]] = counts.get(r["adjusted"], 0) + 1
     order = ("supported", "not supported", "inconclusive", "not measured")
     ranked = sorted(counts.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else 9))
     groups: list[dict] = []

@@ -51,15 +51,20 @@ TEMPLATE = """<!DOCTYPE html>
 <ul>{% for e in intro.experiments %}<li><b>{{ e.name }}</b>: {{ e.dataset }} / {{ e.model }},
  normalizers {{ e.norms }}, seeds {{ e.seeds }}</li>{% endfor %}</ul></details>
 {% if found.rows %}
-<p class="counts">Claims of the papers tested against this study's numbers:
+<p class="counts">Claims of the papers tested against this study's numbers, after Holm's
+adjustment over the study's rows:
 {% for verdict, n in found.counts %}
 <span class="{{ verdict | vclass }}">{{ n }} {{ verdict }}</span>
 {% endfor %}(effect: paired per-seed difference, normalizer minus baseline, with its
-{{ level_pct }} CI over seeds; each row links to the section holding its evidence).</p>
+{{ level_pct }} CI over seeds; the verdict is the row's own, the adjusted one Holm's over the
+study's rows; seeds needed: the seeds that would resolve the row at its observed effect and
+spread with 80% power; detectable: the smallest distance from the rule's boundary the current
+seeds resolve with 80% power; each row links to the section holding its evidence).</p>
 <div class="scroll"><table class="found">
 <tr><th class="l">claim</th><th class="l">evidence</th>
 <th class="l">where (experiment: normalizer vs baseline)</th><th>verdict</th>
-<th>effect [{{ level_pct }} CI]</th></tr>
+<th>adjusted verdict</th><th>effect [{{ level_pct }} CI]</th><th>seeds needed</th>
+<th>detectable effect</th></tr>
 {% for g in found.groups %}{% for r in g.rows %}
 <tr data-claim="{{ r.claim_id }}" data-where="{{ r.where }}">
 {% if loop.first %}<td class="l" rowspan="{{ g.rows | length }}"><b>{{ g.claim_id }}</b>:
@@ -68,7 +73,9 @@ TEMPLATE = """<!DOCTYPE html>
 {% endif %}
 <td class="l nw">{% if r.anchor %}<a href="#{{ r.anchor }}">{{ r.where }}</a>{%
  else %}{{ r.where }}{% endif %}</td><td class="v {{ r.verdict | vclass }}">{{ r.verdict }}</td>
+<td class="v {{ r.adjusted | vclass }}">{{ r.adjusted }}</td>
 <td{% if r.has_effect %} class="nw"{% else %} class="l"{% endif %}>{{ r.effect }}</td>
+<td>{{ r.seeds_needed }}</td><td>{{ r.detectable }}</td>
 </tr>{% endfor %}{% endfor %}
 </table></div>
 {% endif %}
@@ -102,7 +109,8 @@ TEMPLATE = """<!DOCTYPE html>
 <h2>Claims ledger<a class="up" href="#contents">&uarr; contents</a></h2>
 <p>Each claim of the papers against this study's numbers. The effect is the paired per-seed
 difference of the stated quantity (normalizer minus baseline), with its {{ level_pct }} Student-t
-CI over seeds and Cohen's d_z; the verdict follows the stated rule from the CI alone. 'not
+CI over seeds and Cohen's d_z; the verdict follows the stated rule from the CI alone (the
+adjusted verdict, where it differs, after Holm's correction over the study's rows). 'not
 measured' means the study did not run what the claim needs. Rows marked [implementation check]
 hold by construction (they check the measurement, not the paper); Luo rows name the closed form
 and constant they are compared with.</p>
@@ -116,7 +124,8 @@ and constant they are compared with.</p>
 <td class="l">{{ r.claim }}</td>
 <td class="l">{{ r.quantity }}{% if r.curve %}<br><i>curve: {{ r.curve }}</i>{% endif %}</td>
 <td>{{ r.where }}</td><td>{{ r.means }}</td><td>{{ r.effect_full }}</td>
-<td class="v {{ r.verdict | vclass }}">{{ r.verdict }}</td>
+<td class="v {{ r.verdict | vclass }}">{{ r.verdict }}{% if r.adjusted != r.verdict
+%}<br><i>adjusted: {{ r.adjusted }}</i>{% endif %}</td>
 <td class="l">{{ r.rule }}. {{ r.note }}</td></tr>
 {% endfor %}</table></div>
 </section>

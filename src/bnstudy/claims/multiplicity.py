@@ -1,0 +1,93 @@
+"""The ledger's adjusted verdicts: Holm's step-down correction over a study's measured test rows.
+
+A study's ledger is a family of 20-40 intervals, each read at level ``1 - alpha`` (``ci``,
+0.95 by default); without a correction some decisive verdicts are expected by chance alone.
+Each measured row gets the p-value of its own rule's decision (:func:`rule_p_value`), chosen so
+that the per-row verdict is decisive exactly when ``p < alpha``:
+
+- ``less`` / ``more``: the two one-sided paired t-tests of the mean effect against 0, one per
+  decisive verdict (``supported``: the interval lies below 0 for ``less``; ``not supported``: it
+  lies above), each at ``alpha / 2`` as the two-sided interval implies; the row's p-value is
+  ``2 min(p_supported, p_not_supported)`` (the two-sided t-test against 0);
+- ``no_less`` / ``no_more``: the same against the margin point ``-margin`` / ``+margin``;
+- ``equivalent``: TOST for ``supported`` (``p_supported = max`` of the one-sided tests that
+  the mean exceeds ``-margin`` and lies below ``+margin``) and the one-sided test beyond the
+  nearer margin for ``not supported``; again ``p = 2 min(...)``.
+
+The p-values of the study's measured rows whose role is not ``implementation check`` (those hold
+by construction and test the measurement, not a paper) are adjusted together by Holm's
+step-down method (Holm 1979; ``statsmodels.stats.multitest.multipletests(method="holm")``),
+which controls the family-wise error rate at ``alpha`` under any dependence between rows. A
+row's ``adjusted_verdict`` is its verdict where the adjusted p-value is below ``alpha`` and
+``inconclusive`` otherwise (the direction cannot change: the adjusted p-value is a multiple of
+the row's own). Rows without a p-value (fewer than two seeds, not measured, Dannemann's exact
+computation) are not in the family and keep their verdict.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from bnstudy import lazy
+
+multitest = lazy.module("statsmodels.stats.multitest")  # imported on first use
+
+FAMILY_EXCLUDED_ROLES = ("implementation check",)
+
+
+def _one_sided(effect: float, sd: float, n: int, c: float) -> tuple[float, float]:
+    """(p that the mean is below ``c``, p that it is above ``c``) from the paired t statistic."""
+    if effect == c:
+        return 1.0, 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (effect - c) / (sd / np.sqrt(n))
+    return float(stats.t.cdf(t, n - 1)), float(stats.t.sf(t, n - 1))
+
+
+def rule_p_value(rule: str, effect: float, sd: float, n: int, margin: float) -> float:
+    """The p-value of ``rule``'s decision on a paired effect with mean ``effect``, standard
+    deviation ``sd`` over ``n`` seeds: the verdict at level ``1 - alpha`` is decisive iff it is
+    below ``alpha``. NaN with fewer than two seeds or a non-finite mean or spread."""
+    if n is None or pd.isna(n) or n < 2 or not (np.isfinite(effect) and np.isfinite(sd)):
+        return float("nan")
+    n = int(n)
+    if rule in ("less", "more", "no_less", "no_more"):
+        c = {"less": 0.0, "more": 0.0, "no_less": -margin, "no_more": margin}[rule]
+        below, above = _one_sided(effect, sd, n, c)
+        return min(1.0, 2.0 * min(below, above))
+    if rule == "equivalent":
+        below_lo, above_lo = _one_sided(effect, sd, n, -margin)
+        below_hi, above_hi = _one_sided(effect, sd, n, margin)
+        p_supported = max(above_lo, below_hi)  # TOST
+        p_not = min(below_lo, above_hi)
+        return min(1.0, 2.0 * min(p_supported, p_not))
+    raise ValueError(f"unknown rule {rule!r}; valid: less, more, no_less, no_more, equivalent")
+
+
+def adjust(ledger: pd.DataFrame, level: float, rules: dict[str, tuple[str, float]]) -> pd.DataFrame:
+    """``ledger`` with ``p_value``, ``p_adjusted`` (Holm over the family) and ``adjusted_verdict``;
+    ``rules`` maps a claim id to its (rule, margin)."""
+    alpha = 1.0 - level
+    out = ledger.copy()
+    p = []
+    for _, r in out.iterrows():
+        rule = rules.get(r["claim_id"])
+        p.append(float("nan") if rule is None or "effect" not in r else
+                 rule_p_value(rule[0], r.get("effect", np.nan), r.get("effect_sd", np.nan),
+                              r.get("n_seeds", np.nan), rule[1]))
+    out["p_value"] = p
+    role = out["role"] if "role" in out else pd.Series("test", index=out.index)
+    family = out["p_value"].notna() & ~role.isin(FAMILY_EXCLUDED_ROLES)
+    out["p_adjusted"] = np.nan
+    if family.sum() > 1:  # Holm over one p-value is that p-value
+        p_family = out.loc[family, "p_value"].to_numpy()
+        out.loc[family, "p_adjusted"] = multitest.multipletests(p_family, alpha=alpha,
+                                                                method="holm")[1]
+    elif family.any():
+        out.loc[family, "p_adjusted"] = out.loc[family, "p_value"]
+    decisive = out["verdict"].isin(["supported", "not supported"])
+    keep = ~family | (out["p_adjusted"] < alpha)
+    out["adjusted_verdict"] = out["verdict"].where(keep | ~decisive, "inconclusive")
+    return out

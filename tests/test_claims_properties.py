@@ -1,0 +1,139 @@
+"""Every ledger row depends on the runs it compares, and on nothing else: adding rows of other
+experiments or other normalizers to a claim's table (or removing them) leaves the row as it was.
+
+Each table gets a synthetic frame of the compared experiment(s) and their normalizers, seeded
+with the awkward values real studies show (exact zeros, blow-ups, an interpolating arm); the
+additions are an experiment on another dataset with other radii, batch sizes, loads and
+architectures, and extra normalizers in the compared experiment, with extreme values."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bnstudy.claims import ledger as claims
+
+SEEDS = range(3)
+EXTRA_NORMS = ("layernorm", "groupnorm")
+# a row's own columns (the Holm-adjusted p-value and verdict are over the study's family, by
+# design: they change when rows are added)
+OWN = ["claim_id", "experiment", "norm", "baseline", "value", "baseline_value", "effect",
+       "ci_low", "ci_high", "cohens_dz", "effect_sd", "n_seeds", "verdict", "note", "role",
+       "quantity", "seeds_needed", "detectable_effect", "p_value"]
+
+
+def _ids(exp, ds, model, norm, seed):
+    return {"experiment": exp, "dataset": ds, "model": model, "norm": norm, "seed": seed}
+
+
+def _partition_density(exp, ds, norms, rng, other):
+    radii = (0.5, 1.0, 2.0, 4.0) if other else (0.1, 0.2, 0.3)
+    return [{**_ids(exp, ds, "m", n, s), "step": 0, "layer": "all", "applicable": True,
+             "radius": r, "point_set": ps, "boundaries": rng.uniform(0, 50)}
+            for n in norms for s in SEEDS for r in radii for ps in ("train", "random")]
+
+
+def _ics(exp, ds, norms, rng, other):
+    return [{**_ids(exp, ds, "m", n, s), "step": st, "layer": li,
+             "grad_cosine": 1 - (rng.uniform(0, 1e-5) if other else rng.uniform(1e-3, 0.1))}
+            for n in norms for s in SEEDS for st in (0, 10) for li in (1, 2, 3)]
+
+
+def _smoothness(exp, ds, norms, rng, other):
+    rows = []
+    for n in norms:
+        for s in SEEDS:
+            for st in (0, 10, 20):
+                if other:  # far larger and far smaller values than the compared pair's
+                    v = 1e4 if st == 0 else 1e-12
+                else:  # an exact zero and a blow-up in each arm, as the star MLP shows
+                    v = 0.0 if st == 10 else np.inf if st == 20 and s == 0 else rng.uniform(1, 2)
+                rows.append({**_ids(exp, ds, "m", n, s), "step": st, "beta_eff": v,
+                             "grad_pred_max": v, "loss_min": 1.0 if np.isfinite(v) else np.inf,
+                             "loss_max": 1.0 + v, "loss": rng.uniform(0.5, 1.0),
+                             "grad_norm": rng.uniform(0.5, 1.0)})
+    return rows
+
+
+def _training(exp, ds, norms, rng, other):
+    return [{**_ids(exp, ds, "m", n, s), "step": st, "split": sp,
+             "loss": (2.3 if other else rng.uniform(0.1, 1.0)) / (1 + st),
+             "accuracy": 0.1 if other else rng.uniform(0.5, 1.0), "lr": 0.1}
+            for n in norms for s in SEEDS for st in (0, 50, 100) for sp in ("train", "test")]
+
+
+def _bn_jitter(exp, ds, norms, rng, other):
+    sizes = (4, 8, 512) if other else (16, 256)
+    rows = []
+    for n in norms:
+        for s in SEEDS:
+            for st in (0, 100):
+                for b in sizes:
+                    common = {**_ids(exp, ds, "m", n, s), "step": st, "batch_size": b,
+                              "batch_size_effective": b, "applicable": True}
+                    rows.append({**common, "layer": "boundary", "layer_index": 0,
+                                 "band_fraction": rng.uniform(0.05, 0.9),
+                                 "samples_per_stat": np.nan, "ratio_mu": np.nan,
+                                 "ratio_sigma2": np.nan})
+                    for li in (1, 2, 3):
+                        r = rng.uniform(0.8, 1.3)
+                        rows.append({**common, "layer": str(li), "layer_index": li,
+                                     "band_fraction": np.nan, "samples_per_stat": b,
+                                     "ratio_mu": r, "ratio_sigma2": r * 1.1})
+    return rows
+
+
+def _teacher_student(exp, ds, norms, rng, other):
+    alpha = 4.0 if other else 2.0
+    return [{**_ids(f"{exp}_d{s}", ds, "unit", n, 0), "step": 100, "alpha": alpha,
+             "batch_size": 32, "zeta": 3 / 64 if n != "none" else 0.0, "zeta_main": 1 / 64,
+             "convention": "loss" if n == "weightnorm_gamma_decay" else "paper",
+             "rel_error": rng.normal(0, 0.05), "rel_error_main": rng.normal(0, 0.05)}
+            for n in norms for s in SEEDS]
+
+
+def _generalization(exp, ds, norms, rng, other):
+    arch = "vgg" if other else "resnet18"
+    rows = []
+    for suffix, bs, drop in (("_m128", 128, 0.0), ("_m1024", 1024, 0.0), ("_m1024d", 1024, 0.1)):
+        for n in norms:
+            for s in SEEDS:
+                loss = rng.uniform(0.1, 1.0)
+                rows += [{**_ids(exp + suffix, ds, arch, n, s), "step": st,
+                          "test_loss": loss * (2 if st == 0 else 1), "test_accuracy": 1 - loss,
+                          "gamma_sq": rng.uniform(0.5, 2.0), "arch": arch,
+                          "train_batch_size": bs, "dropout": drop, "lr_batch_scaled": True}
+                         for st in (0, 100)]
+    return rows
+
+
+BUILD = {"partition_density": _partition_density, "ics": _ics, "smoothness": _smoothness,
+         "training": _training, "bn_jitter": _bn_jitter, "teacher_student": _teacher_student,
+         "generalization": _generalization}
+
+
+def _frame(table, exp, ds, norms, seed, other=False):
+    return pd.DataFrame(BUILD[table](exp, ds, norms, np.random.default_rng(seed), other))
+
+
+def _rows(ledger, claim, experiments):
+    r = ledger[(ledger["claim_id"] == claim) & ledger["experiment"].isin(experiments)]
+    return r[OWN].sort_values(["experiment", "norm"]).reset_index(drop=True)
+
+
+@pytest.mark.parametrize("claim", claims.CLAIMS, ids=lambda c: c.key)
+def test_a_row_depends_only_on_the_runs_it_compares(claim):
+    norms = list(dict.fromkeys([*claim.norms, *([claim.baseline] if claim.baseline else [])]))
+    if claim.table == "teacher_student":
+        norms = list(claim.norms)
+    base = _frame(claim.table, "e", "d", norms, 0)
+    others = pd.concat([
+        _frame(claim.table, "other", "d2", [*norms, *EXTRA_NORMS], 1, other=True),
+        _frame(claim.table, "e", "d", list(EXTRA_NORMS), 2, other=True)])
+    if claim.table == "teacher_student":  # experiments are data draws pooled per load
+        others = _frame(claim.table, "other", "d2", norms, 1, other=True)
+    alone = claims.evaluate({claim.table: base})
+    exps = set(alone.loc[alone["claim_id"] == claim.key, "experiment"].dropna())
+    assert exps, f"{claim.key}: the synthetic frame measures nothing"
+    together = claims.evaluate({claim.table: pd.concat([base, others], ignore_index=True)})
+    pd.testing.assert_frame_equal(_rows(alone, claim.key, exps),
+                                  _rows(together, claim.key, exps), check_dtype=False)
