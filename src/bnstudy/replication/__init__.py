@@ -1,0 +1,1 @@
+"""Replication rounds: seeds added to an experiment until its claims are decided."""

@@ -1,0 +1,93 @@
+"""A replication policy and the round-by-round decision of which experiments get more seeds.
+
+A policy (``replication: {start: 3, max: 24, rounds: [3, 6, 12, 24]}``, per experiment or for
+the whole study) fixes the planned cumulative seed counts before any data: ``rounds`` (default:
+doubling from ``start`` until ``max``) and the alpha ``spending`` over them
+(:mod:`bnstudy.claims.sequential`). Round ``k``'s seeds are the experiment's declared seeds
+followed by the next unused integers, the first ``rounds[k]`` of them (:meth:`Policy.seeds`), so
+the rounds a study takes are a function of its config and its numbers alone.
+
+After round ``k``, :func:`continuing` reads that round's ledger: an experiment goes on to round
+``k + 1`` iff one of its measured rows is still undecided at look ``k`` (the sequential
+decision at the look's split level, from the row's ``effect``, ``effect_sd`` and ``n_seeds``)
+and a round is left; an experiment without a measured row stops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from bnstudy.claims import sequential
+
+KEYS = ("start", "max", "rounds", "spending")
+
+
+@dataclass(frozen=True)
+class Policy:
+    rounds: tuple[int, ...]
+    spending: str = "equal"
+
+    @classmethod
+    def parse(cls, d: dict, where: str = "replication") -> Policy:
+        if not isinstance(d, dict):
+            raise ValueError(f"{where} must be a mapping with keys {', '.join(KEYS)}, got {d!r}")
+        bad = sorted(set(d) - set(KEYS))
+        if bad:
+            raise ValueError(f"{where}: unknown key(s) {bad}; valid: {', '.join(KEYS)}")
+        start, top = d.get("start"), d.get("max")
+        rounds = d.get("rounds")
+        if rounds is None:
+            if not (isinstance(start, int) and isinstance(top, int) and 2 <= start <= top):
+                raise ValueError(f"{where}: without rounds, start and max must be integers with "
+                                 f"2 <= start <= max, got start={start!r}, max={top!r}")
+            rounds = [start]
+            while rounds[-1] < top:
+                rounds.append(min(2 * rounds[-1], top))
+        try:
+            rounds = sequential.check_rounds(rounds)
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
+        for key, want in (("start", rounds[0]), ("max", rounds[-1])):
+            if d.get(key) is not None and d[key] != want:
+                raise ValueError(f"{where}: {key}={d[key]!r} disagrees with rounds "
+                                 f"{list(rounds)} (its {key} is {want})")
+        spending = d.get("spending", "equal")
+        if spending not in sequential.SPENDING:
+            raise ValueError(f"{where}: unknown spending {spending!r}; "
+                             f"valid: {', '.join(sequential.SPENDING)}")
+        return cls(rounds, spending)
+
+    def seeds(self, declared, look: int) -> list[int]:
+        """The experiment's seeds at round ``look``: its ``declared`` seeds, then the next
+        integers above them, the first ``rounds[look]``."""
+        if not 0 <= look < len(self.rounds):
+            raise ValueError(f"round {look!r} is not planned; valid: 0 .. {len(self.rounds) - 1}")
+        out = list(dict.fromkeys(int(s) for s in declared))
+        nxt = max(out, default=-1) + 1
+        while len(out) < self.rounds[look]:
+            out.append(nxt)
+            nxt += 1
+        return out[: self.rounds[look]]
+
+
+def continuing(ledger: pd.DataFrame, rules: dict[str, tuple[str, float]],
+               policies: dict[str, Policy], look: int, level: float = 0.95) -> dict[str, bool]:
+    """For each experiment with a policy: whether it gets round ``look + 1``'s seeds, from the
+    ledger of round ``look`` (``rules``: claim id -> (rule, margin))."""
+    need = {"claim_id", "experiment", "effect", "effect_sd", "n_seeds"} - set(ledger)
+    if need:
+        raise ValueError(f"the ledger has no column {', '.join(sorted(need))}")
+    out = {}
+    for exp, policy in policies.items():
+        rows = ledger[(ledger["experiment"] == exp) & ledger["claim_id"].isin(rules.keys())
+                      & (ledger["n_seeds"] >= 2)]
+        open_ = False
+        for _, r in rows.iterrows():
+            rule, margin = rules[r["claim_id"]]
+            d = sequential.decide_summary(rule, r["effect"], r["effect_sd"], int(r["n_seeds"]),
+                                          policy.rounds, look, margin, level, policy.spending)
+            open_ |= not d.stop
+        out[exp] = open_
+    return out
