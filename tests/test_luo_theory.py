@@ -186,7 +186,7 @@ def test_zeta_bn_constants_and_mean_field():
 
 
 def test_zeta_eq3():
-    assert lt.zeta_eq3(32, rho=0.0, fisher=2.0, mean_a2=1.0) == pytest.approx(
+    assert lt.zeta_eq3(32, rho=0.0, i_gamma=2.0, mean_a2=1.0) == pytest.approx(
         2 / (8 * 32) * 2 + 1 / 64)
 
 

@@ -34,8 +34,10 @@ TS_ARMS = {("experiments", e): {"measures"} for e in json.loads(
     (FROZEN / "luo_paper.json").read_text())["experiments"]}  # measures: [teacher_student]
 CHANGED = {
     "luo": {**{k: v for k, v in TS_ARMS.items()}, "generalization": None,
-            "report": None},  # the title names §5 too
-    "luo_paper": {**TS_ARMS, "generalization": None, "report": None},
+            "report": None,  # the title names §5 too
+            "teacher_student": None},  # issue 18: convention loss (BN's Eq. 3 objective)
+    "luo_paper": {**TS_ARMS, "generalization": None, "report": None, "teacher_student": None},
+    "config": {"teacher_student": None},  # issue 18: convention loss
     "balestriero_paper": {("experiments", "cifar_init"): {"model"},  # the paper's ResNet9
                           ("models", "vgg9"): "removed",
                           "partition_density": None},  # radii in standardized pixel units

@@ -146,16 +146,20 @@ def _pooled_name(d: pd.DataFrame) -> pd.Series:
     return "alpha=" + alpha.map("{:g}".format) + " (pooled)"
 
 
-def luo_curve(zeta_col: str = "zeta") -> Callable[[pd.DataFrame, str, str], str]:
+def luo_curve(zeta_col: str = "zeta",
+              convention: str | None = None) -> Callable[[pd.DataFrame, str, str], str]:
     """Names the curve a ledger row (pooled load ``experiment``, ``norm``) is compared with:
     zeta (value and multiple of 1/M) and the ridge convention, from the table's ``zeta_col``
-    and ``convention`` columns."""
+    and ``convention`` columns (``convention`` given: that ridge, for the secondary curve of
+    ``rel_error_main``, which is always Luo Fig. 1a's ``lam = zeta``)."""
 
     def describe(df: pd.DataFrame, norm: str, experiment: str) -> str:
         d = df[(df["norm"] == norm) & (_pooled_name(df) == experiment)]
         if zeta_col not in d or (d[zeta_col].fillna(0) == 0).all():  # no gamma decay
             return "vanilla SGD closed form (minimum-norm least squares)"
         d = d[d[zeta_col].notna()]
+        if convention is not None:
+            d = d.assign(convention=convention)
         parts = []
         for (z, m, conv), _ in d.groupby([zeta_col, "batch_size", "convention"]):
             lam = {"paper": "lam = zeta", "loss": "lam = alpha zeta"}.get(conv, str(conv))

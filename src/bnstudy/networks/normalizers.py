@@ -49,7 +49,9 @@ batchnorm_jitter              ``extra_variance`` (0.15): BN-Explained §5's jitt
 population_norm               ``n_samples`` (1024): training inputs in the population;
                               ``refresh_every`` (1): steps between re-estimates; ``zeta``
                               ("eq3" | number >= 0): gamma-decay factor; ``zeta_batch_size``
-                              (null = training batch size): Eq. 3's M; ``eps`` (1e-5)
+                              (null = training batch size): Eq. 3's M; ``zeta_probes`` (4):
+                              antithetic probe pairs for the kink part of "eq3"'s curvature
+                              (0 = Gauss-Newton part only); ``eps`` (1e-5)
 weightnorm_gamma_decay        ``zeta`` ("luo" = 1/(2M) linear, 1/(4M) ReLU units | number);
                               ``zeta_batch_size`` (null = training batch size): M;
                               ``input_var`` (1.0 = plain WN, g = gamma | number |
@@ -227,6 +229,7 @@ def _check_population(o: dict) -> None:
     _require(o, "refresh_every", _int(1), "an int >= 1")
     _require(o, "zeta", lambda v: v == "eq3" or _number(0)(v), "'eq3' or a number >= 0")
     _require(o, "zeta_batch_size", lambda v: v is None or _int(2)(v), "null or an int >= 2")
+    _require(o, "zeta_probes", _int(0), "an int >= 0")
     _require(o, "eps", lambda v: _number(0)(v) and v > 0, "a number > 0")
 
 
@@ -248,7 +251,7 @@ def _population_layer(c: int, kind: str, zeta, eps, **_) -> nn.Module:
 
 def _population_refresh(model: nn.Module, ctx: HookContext, step: int, o: dict) -> None:
     if step % o["refresh_every"] == 0:
-        npop.refresh(model, ctx, o)
+        npop.refresh(model, ctx, o, step=step)
 
 
 BN = {"linear_bias": False, "uses_batch_statistics": True}
@@ -292,7 +295,7 @@ register(Normalizer("instancenorm", _instancenorm, linear_bias=False,
 register(Normalizer(
     "population_norm", _population_layer, linear_bias=False,
     options={"n_samples": 1024, "refresh_every": 1, "zeta": "eq3", "zeta_batch_size": None,
-             "eps": 1e-5},
+             "zeta_probes": 4, "eps": 1e-5},
     check=_check_population, before_update=_population_refresh,
     description="Luo's population normalization + gamma decay"))
 register(Normalizer(

@@ -31,7 +31,10 @@ Curves, as printed in the paper:
   §4.1 says "the gamma decay term turns the correlation matrix to ``x^T x + zeta I``", i.e.
   ``lam = zeta`` (``convention="paper"``, the curves of its Fig. 1a); the loss it defines,
   ``(1/P) sum_j (.)^2 + zeta gamma^2`` with ``gamma^2 = ||w~||^2 / N``, is ridge with
-  ``lam = alpha zeta`` (``convention="loss"``). Both agree at ``alpha = 1``.
+  ``lam = alpha zeta`` (``convention="loss"``). Both agree at ``alpha = 1``. Under Eq. 3 BN's
+  expected loss is that same objective at its equivalent ``zeta``, so the teacher-student
+  measure compares every arm with ``lam = alpha zeta`` by default and shows the printed curve
+  (``1/(2M)``, ``lam = zeta``) as a secondary one.
 - BN's equivalent gamma decay (App. C.3): for a linear student and plain (not halved) mean
   squared error, ``zeta = 1 / (2M)`` from ``sigma_B`` alone (the paper's BN student drops
   ``mu_B``) and ``3 / (2M)`` when BN also centers with ``mu_B``; the paper uses
@@ -39,7 +42,11 @@ Curves, as printed in the paper:
   mean-field value from the chi distribution of ``sigma_B`` (Gaussian pre-activations,
   statistics independent of the sample, as in the paper's priors): with ``c = sigma / sigma_B``,
   ``zeta = E[c^2] / E[c]^2 - 1 (+ E[c^2] / (E[c]^2 M)`` with centering).
-- :func:`zeta_eq3` is Luo's Eq. 3, ``(rho + 2) / (8M) I(gamma) + 1 / (2M) mean_j A''(hbar_j)``.
+- :func:`zeta_eq3` is Luo's Eq. 3, ``(rho + 2) / (8M) I(gamma) + 1 / (2M) mean_j A''(hbar_j)``,
+  with ``I(gamma)`` in the curvature form App. C.1 derives, ``mean_j A''(hbar_j) n_j^2``: the
+  empirical Fisher (mean squared gradient) equals it only in expectation over the labels (for
+  regression: only at unit residual variance). Deep networks:
+  :mod:`bnstudy.networks.norms.population_decay`.
 
 One curve beyond the paper, to read the measurements by: BN's batch statistics are statistics
 of the *training* set, so its mean-field penalty ``zeta sum_j (gamma hhat_j)^2`` is
@@ -221,8 +228,9 @@ def zeta_bn(M: int, activation: str = "linear", subtract_mean: bool = False,
     return (r - 1) + (r / M if subtract_mean else 0.0)
 
 
-def zeta_eq3(M: int, rho, fisher, mean_a2):
-    """Luo's Eq. 3: ``(rho + 2) / (8M) I(gamma) + mean_j A''(hbar_j) / (2M)``."""
+def zeta_eq3(M: int, rho, i_gamma, mean_a2):
+    """Luo's Eq. 3: ``(rho + 2) / (8M) I(gamma) + mean_j A''(hbar_j) / (2M)``, ``i_gamma`` the
+    curvature ``mean_j A''(hbar_j) n_j^2`` (App. C.1), not the mean squared gradient."""
     if M < 1:
         raise ValueError(f"batch size M must be >= 1, got {M!r}")
-    return (np.asarray(rho) + 2) / (8 * M) * np.asarray(fisher) + np.asarray(mean_a2) / (2 * M)
+    return (np.asarray(rho) + 2) / (8 * M) * np.asarray(i_gamma) + np.asarray(mean_a2) / (2 * M)

@@ -27,15 +27,17 @@ checkpoint (or only the last, ``checkpoints: last``) with:
   batch size, the virtual batch size for ghost BN) and at the layer's own ``zeta`` buffer for
   explicit gamma decay (``weightnorm_gamma_decay``, ``population_norm``); NaN for other
   normalizers and where the paper has no closed form (WN + gamma decay with ReLU units).
-  Each arm is compared with the curve of the objective it trains: ``weightnorm_gamma_decay``
-  minimizes ``(1/P) sum_j (.)^2 + zeta gamma^2`` with ``gamma^2 = ||w~||^2 / N``, ridge
-  ``lam = alpha zeta`` (``convention = "loss"`` always); the BN family follows the
-  ``convention`` option (``paper``: ``lam = zeta``, the curve Luo's Fig. 1a prints; ``loss``:
-  the WN + gamma decay objective BN is claimed equivalent to). ``convention`` and ``zeta``
-  (column) name the curve of ``theory``. ``zeta_main``, ``theory_main``, ``rel_error_main``:
-  for the BN family, the same curve at Luo §4's main-text constant ``zeta = 1/(2M)``
-  (``sigma_B`` only; App. C.3's ``3/(2M)`` adds ``mu_B``): the choice of constant alone moves
-  the curve by ~10% at alpha = 2, so both are reported.
+  Each arm is compared with the curve of the objective it trains or is claimed equivalent to:
+  WN + gamma decay minimizes ``(1/P) sum_j (.)^2 + zeta gamma^2`` with ``gamma^2 = ||w~||^2 /
+  N``, ridge ``lam = alpha zeta``, and under Eq. 3 BN's expected loss is that same objective at
+  its equivalent ``zeta``, so the primary curve (``theory``, ``rel_error``) of every arm has
+  ``lam = alpha zeta`` (``convention = "loss"``, the default of the ``convention`` option, which
+  sets the BN arms' ridge; ``paper``: ``lam = zeta``). ``convention`` and ``zeta`` (columns) name
+  the curve of ``theory``. ``zeta_main``, ``theory_main``, ``rel_error_main`` (BN arms that
+  divide by ``sigma_B``): *secondary*, the curve printed in Luo's Fig. 1a, ``zeta = 1/(2M)`` (Luo
+  §4's BN student, ``sigma_B`` only) with ``lam = zeta`` (``convention = "paper"``) whatever the
+  option says: for BN with ``mu_B`` it differs from the primary curve in both the constant and the
+  ridge.
   ``theory_shrinkage``: our mean-field curve for normalizers whose statistics come from the
   training set (BN family, ``population_norm``): least squares shrunk by ``1/(1 + zeta)``.
   ``rel_error = gen_error / theory - 1``.
@@ -47,8 +49,8 @@ checkpoint (or only the last, ``checkpoints: last``) with:
 Options: ``bn_statistics`` (``running`` | ``recomputed``: BN statistics of the whole training
 set at the checkpoint's weights, as in :mod:`bnstudy.measures.generalization.compute`),
 ``convention``
-(``paper`` | ``loss``: how a BN arm's zeta maps to the ridge, see :mod:`bnstudy.theory.luo`;
-the explicit gamma-decay arm always uses its objective's ``loss``),
+(``loss``, default | ``paper``: how a BN arm's zeta maps to the primary curve's ridge, see
+:mod:`bnstudy.theory.luo`; the explicit gamma-decay arm always uses its objective's ``loss``),
 ``zeta_exact`` (false: the paper's constants; true: the chi-distribution mean field),
 ``checkpoints`` (``all`` | ``last``), ``erm`` (true | false).
 """
@@ -275,7 +277,8 @@ def _student_columns(spec, net, w, xte, o, alpha, noise, p) -> dict:
         if kind == "bn" and BN_FAMILY[spec.norm][1]:
             zm = zeta_of(spec, block, act, o.zeta_exact, p, main_text=True)[1]
             out["zeta_main"] = zm
-            out["theory_main"] = float(luo_theory.eps_wn_linear(alpha, noise, zm, conv))
+            # secondary: the curve Luo's Fig. 1a prints (1/(2M), lam = zeta)
+            out["theory_main"] = float(luo_theory.eps_wn_linear(alpha, noise, zm, "paper"))
     for suffix in ("", "_main"):
         th = out["theory" + suffix]
         if np.isfinite(th) and th > 0:

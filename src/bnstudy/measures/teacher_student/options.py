@@ -15,7 +15,7 @@ class Options(options.Options):
     SECTION: ClassVar[str] = "teacher_student"
 
     bn_statistics: str = options.choice("running", ("running", "recomputed"))
-    convention: str = options.choice("paper", CONVENTIONS)
+    convention: str = options.choice("loss", CONVENTIONS)
     zeta_exact: bool = False
     checkpoints: str = options.choice("all", ("all", "last"))
     erm: bool = True

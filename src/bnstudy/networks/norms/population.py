@@ -24,29 +24,18 @@ pre-activation ``h = w^T z`` instead of batch statistics. Choices the paper leav
 - Gamma decay adds ``zeta_i gamma_i^2`` per unit to the objective: its gradient ``2 zeta gamma``
   is added to gamma's gradient in every training-mode backward pass (the reported loss is the
   data loss). ``zeta`` is a number (the same for all units; Luo's linear-student equivalence is
-  ``1/(2M)``) or ``"eq3"``: at each refresh, per unit, Eq. 3's
-  ``zeta = (rho + 2)/(8M) I(gamma) + 1/(2M) mean_j A''(hbar_j)``, with ``rho`` the excess
-  kurtosis of the normalized pre-activation over the subset, ``I(gamma) = mean_j
-  (d nll_j / d gamma)^2`` from per-sample negative log likelihoods, ``A''`` the second
-  derivative of the activation's log-partition function (the softplus approximation of ReLU
-  gives the sigmoid of Eq. 3; leaky ReLU of slope ``a`` gives ``(1 - a) sigmoid``; identity
-  gives 1) and ``M = zeta_batch_size`` (default: the training batch size, the BN batch that
-  PN + gamma decay stands in for).
-- Eq. 3 is in units of the negative log likelihood (its proof expands ``A(h) - y h``, whose
-  curvature is ``A''``): ``zeta gamma^2`` approximates the expected increase of the NLL that
-  the jitter of ``mu_B, sigma_B`` causes. The decay is added to the *training* loss, so it is
-  converted to its units: with ``loss_j = c nll_j``, ``zeta_loss = c zeta_nll`` and
-  ``I_nll = I_loss / c^2``, i.e. ``zeta = (rho + 2)/(8M) I_loss / c + c/(2M) mean_j A''``.
-  Cross-entropy is the NLL (``c = 1``); the regression loss, squared error averaged over the
-  ``d`` outputs, is ``2/d`` times the unit-variance Gaussian NLL ``sum_k r_k^2 / 2``
-  (``c = 2/d``; Luo App. C.3: "if one uses mean square error without being divided by 2 ...
-  zeta should be multiplied by 2"). ``tests/test_normalizers_population.py`` checks the
-  result against a Monte Carlo estimate of the expected increase of the training loss under
-  batch statistics.
-- Cost: each refresh is one forward pass over the subset (plus one backward for ``"eq3"``) and a
-  ``fan_in x fan_in`` covariance per layer; on the digits MLP (4 x 128, batch 64, 1024 samples)
-  a step costs about 15x a BN step with ``refresh_every=1`` -- raise ``refresh_every`` for
-  larger studies (statistics then lag the weights by up to that many steps).
+  ``1/(2M)``) or ``"eq3"``: at each refresh, per unit, Luo's Eq. 3 in its deep-network form
+  (App. C.4), computed from the curvature of the training loss with respect to the unit through
+  the rest of the network, in units of the training loss, with ``M = zeta_batch_size``
+  (default: the training batch size, the BN batch PN + gamma decay stands in for):
+  :mod:`bnstudy.networks.norms.population_decay` documents the estimate (Gauss-Newton part,
+  cross-unit noise covariance, ``zeta_probes`` antithetic probes for the ReLU kinks, seeded by
+  the run seed and the step). ``tests/test_population_decay.py`` checks ``sum zeta gamma^2``
+  against a Monte Carlo of the expected increase of the training loss under batch statistics.
+- Cost: each refresh is one forward pass over the subset and a ``fan_in x fan_in`` covariance
+  per layer; ``"eq3"`` adds one forward pass, one backward pass per network output and
+  ``2 zeta_probes`` forward + backward passes -- raise ``refresh_every`` for larger studies
+  (statistics then lag the weights by up to that many steps).
 
 **bn_init** (BN-Explained §4's "smart initialization"): at step 0, layer by layer from the
 input, the mean ``mu`` and biased variance ``sigma^2`` of each hidden layer's pre-activation over
@@ -68,10 +57,12 @@ from torch import nn
 from bnstudy.networks.blocks import blocks
 from bnstudy.networks.layer_inputs import for_each_input
 from bnstudy.networks.norms.fixed import FrozenAffine, gamma_decayed
+from bnstudy.networks.norms.float32 import Float32Statistics
 from bnstudy.networks.norms.layers import channel_view
+from bnstudy.networks.norms.population_decay import PROBES, curvature_zeta
 
 
-class PopulationNorm(nn.Module):
+class PopulationNorm(Float32Statistics, nn.Module):
     """Luo's PN with gamma decay; bound to its block's linear/conv map by the model builder."""
 
     def __init__(self, num_features: int, zeta: float | str = "eq3", eps: float = 1e-5):
@@ -155,12 +146,12 @@ def _store(pn: PopulationNorm, acc: dict) -> None:
 
 
 @torch.no_grad()
-def refresh(model: nn.Module, ctx, options: dict, chunk: int = 4096) -> None:
+def refresh(model: nn.Module, ctx, options: dict, chunk: int = 4096, step: int = 0) -> None:
     """Re-estimate every PN layer's input moments (and ``zeta`` for ``"eq3"``), layer by layer.
 
     A subset of at most ``chunk`` inputs takes one forward pass in which each layer's moments
     are set from its input just before the layer runs (so later layers see refreshed earlier
-    ones), and that same pass serves Eq. 3; larger subsets take one chunked pass per layer.
+    ones); larger subsets take one chunked pass per layer. ``step`` seeds ``"eq3"``'s probes.
     """
     idx = subset(ctx, options["n_samples"]).to(ctx.x.device)
     x, y = ctx.x[idx], ctx.y[idx]
@@ -177,80 +168,21 @@ def refresh(model: nn.Module, ctx, options: dict, chunk: int = 4096) -> None:
         handles = [b.linear.register_forward_pre_hook(
             lambda mod, inp, pn=pn: set_moments(mod, inp, pn)) for b, pn in pairs]
         try:
-            if eq3:
-                with torch.enable_grad():
-                    eq3_zeta(model, pairs, x, y, ctx.task, m, chunk)
-            else:
-                model(x)
+            model(x)
         finally:
             for h in handles:
                 h.remove()
-        return
-    for block, pn in pairs:
-        acc = {"n": 0, "s": 0.0, "q": 0.0}
-        for_each_input(model, x, chunk, lambda z, pn=pn, acc=acc: _accumulate(pn, acc, z),
-                    block.linear)
-        _store(pn, acc)
+    else:
+        for block, pn in pairs:
+            acc = {"n": 0, "s": 0.0, "q": 0.0}
+            for_each_input(model, x, chunk, lambda z, pn=pn, acc=acc: _accumulate(pn, acc, z),
+                           block.linear)
+            _store(pn, acc)
     if eq3:
         with torch.enable_grad():
-            eq3_zeta(model, pairs, x, y, ctx.task, m, chunk)
-
-
-def _a2(act: nn.Module, hbar: torch.Tensor) -> torch.Tensor:
-    """Second derivative of the activation's log-partition function A at ``hbar``."""
-    if isinstance(act, nn.ReLU):
-        return torch.sigmoid(hbar)
-    if isinstance(act, nn.LeakyReLU):
-        return (1 - act.negative_slope) * torch.sigmoid(hbar)
-    if isinstance(act, nn.Identity):
-        return torch.ones_like(hbar)
-    raise ValueError(f"population_norm zeta='eq3' supports ReLU, LeakyReLU and identity "
-                     f"activations, got {type(act).__name__}")
-
-
-def eq3_zeta(model, pairs, x, y, task: str, m: int, chunk: int) -> None:
-    """Set each PN unit's ``zeta`` to Luo's Eq. 3 estimate over the inputs ``x``, labels ``y``,
-    in units of the training loss (see the module docstring)."""
-    sums = [dict(fisher=0.0, n2=0.0, n4=0.0, a2=0.0, pos=0, samples=0) for _ in pairs]
-    scale = 1.0  # the training loss in units of the negative log likelihood (c in the docstring)
-    for i in range(0, len(x), chunk):
-        outs, norms = [], []
-
-        def keep(mod, inp, out, outs=outs, norms=norms):
-            outs.append(out)
-            norms.append(mod.normalized(inp[0]).detach())
-
-        handles = [pn.register_forward_hook(keep) for _, pn in pairs]
-        try:
-            pred = model(x[i: i + chunk])
-        finally:
-            for h in handles:
-                h.remove()
-        yc = y[i: i + chunk]
-        if task == "classification":
-            total = F.cross_entropy(pred, yc, reduction="sum")
-        else:
-            total = F.mse_loss(pred, yc, reduction="sum") / (pred[0].numel())
-            scale = 2.0 / pred[0].numel()  # the loss is (2/d) x the unit-variance Gaussian NLL
-        grads = torch.autograd.grad(total, outs)
-        for s, (block, _), out, n, g in zip(sums, pairs, outs, norms, grads, strict=True):
-            dims = tuple(range(2, n.dim()))
-            per_sample = (g * n).sum(dims) if dims else g * n  # d l_j / d gamma, (N, C)
-            sq = n.transpose(0, 1).reshape(n.shape[1], -1) ** 2  # sums accumulate in float64
-            s["fisher"] = s["fisher"] + (per_sample * per_sample).sum(0, dtype=torch.float64)
-            s["n2"] = s["n2"] + sq.sum(1, dtype=torch.float64)
-            s["n4"] = s["n4"] + (sq * sq).sum(1, dtype=torch.float64)
-            a2 = _a2(block.act, out.detach()).transpose(0, 1).reshape(n.shape[1], -1)
-            s["a2"] = s["a2"] + a2.sum(1, dtype=torch.float64)
-            s["pos"] += sq.shape[1]
-            s["samples"] += n.shape[0]
-    with torch.no_grad():
-        for s, (_, pn) in zip(sums, pairs, strict=True):
-            var = s["n2"] / s["pos"]
-            rho = (s["n4"] / s["pos"]) / var.clamp_min(1e-12) ** 2 - 3.0
-            fisher = s["fisher"] / s["samples"] / scale ** 2  # I(gamma) of the NLL
-            zeta = scale * ((rho + 2) / (8 * m) * fisher + (s["a2"] / s["pos"]) / (2 * m))
-            pn.zeta.copy_(zeta.to(pn.zeta.dtype))
+            gen = torch.Generator().manual_seed(int(ctx.seed) * 1_000_003 + int(step))
+            curvature_zeta(model, pairs, x, y, ctx.task, m, chunk,
+                           int(options.get("zeta_probes", PROBES)), gen)
 
 
 @torch.no_grad()
