@@ -77,10 +77,11 @@ def test_luo_expansion_keeps_names_order_and_types():
     assert list(cfg["datasets"])[:4] == ["ts_a0p5_d0", "ts_a0p5_d1", "ts_a0p5_d2", "ts_a1_d0"]
     assert list(cfg["experiments"])[:4] == ["a0p5_d0_gd", "a0p5_d0_sgd", "a0p5_d0_wn",
                                             "a0p5_d1_gd"]
-    assert list(cfg["experiments"])[-10:-4] == ["bs16_d0", "bs16_d1", "bs16_d2",
+    assert list(cfg["experiments"])[-11:-5] == ["bs16_d0", "bs16_d1", "bs16_d2",
                                                 "bs128_d0", "bs128_d1", "bs128_d2"]
-    assert list(cfg["experiments"])[-4:] == ["resnet18_m128", "resnet18_m1024",
-                                             "resnet18_m1024_dropout", "cnn"]
+    assert list(cfg["experiments"])[-5:] == ["resnet18_m128", "resnet18_m1024",
+                                             "resnet18_m1024_dropout", "resnet18_m1024_sumlr",
+                                             "cnn"]
     opts = cfg["datasets"]["ts_a2_d0"]["options"]
     assert opts == {"N": 400, "S": 0.25, "n_test": 2000, "alpha": 2.0, "seed": 0}
     assert type(opts["alpha"]) is float and type(opts["seed"]) is int
@@ -245,7 +246,7 @@ def test_strict_yaml_errors_in_an_extended_file(tmp_path):
 def test_cli_check_expands_the_study(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     assert cli.main(["check", "config/studies/luo.yaml"]) == 0
-    assert "config OK (55 experiments, 96 training runs)" in capsys.readouterr().out
+    assert "config OK (56 experiments, 101 training runs)" in capsys.readouterr().out
 
 
 def test_sweep_axes_become_named_values_of_each_experiment():
