@@ -16,7 +16,8 @@ def _ledger(tmp_path, name, rows):
 ROWS = [
     {"claim_id": "ics_grad", "experiment": "dln", "norm": "batchnorm", "baseline": "none",
      "effect": 0.1234, "ci_low": -0.02, "ci_high": 0.27, "n_seeds": 3, "verdict": "inconclusive",
-     "value": 0.5, "note": "", "adjusted_verdict": "inconclusive", "seeds_needed": 14.0},
+     "value": 0.5, "note": "", "adjusted_verdict": "inconclusive", "seeds_needed": 14.0,
+     "in_words": "batchnorm's ICS is 1.1x none's [0.98x, 1.3x]"},
     {"claim_id": "lipschitz", "experiment": None, "norm": None, "baseline": "none",
      "effect": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n_seeds": np.nan,
      "verdict": "not measured", "value": np.nan, "note": "no smoothness table"},
@@ -30,8 +31,8 @@ def test_table_states_every_row_with_its_numbers():
     md = lm.table(pd.DataFrame(ROWS))
     lines = md.strip().splitlines()
     assert len(lines) == 2 + len(ROWS)
-    assert ("| `ics_grad` | dln: batchnorm vs none | 0.123 [-0.02, 0.27] | 3 | inconclusive | "
-            "inconclusive | 14 |") in md
+    assert ("| `ics_grad` | dln: batchnorm vs none | 0.123 [-0.02, 0.27] | batchnorm's ICS is "
+            "1.1x none's [0.98x, 1.3x] | 3 | inconclusive | inconclusive | 14 |") in md
     assert "no smoothness table" in lines[3] and "not measured" in lines[3]
     assert "0.358" in lines[4] and "supported" in lines[4]
 

@@ -237,3 +237,9 @@ def test_summary_tables_have_no_empty_pivot_header(built):
     text = built[0]
     assert "<th>quantity</th>" not in text
     assert not re.search(r"<tr[^>]*>\s*<th></th>", text), "an empty header cell from the pivot"
+
+
+def test_findings_read_in_words_and_count_by_claim_without_dz_at_three_seeds(built):
+    text = built[0]
+    assert "d_z=" not in text  # 3 seeds: Cohen's d_z means nothing yet
+    assert "By claim (" in text and "by row:" in text

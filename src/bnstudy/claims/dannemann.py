@@ -36,4 +36,10 @@ def dannemann_claim(df: pd.DataFrame | None) -> list[dict]:
     lhs, rhs = float(lemma["lhs_reached"].iloc[0]), float(lemma["rhs"].iloc[0])
     note = (f"||grad|| = {g:.4g}; GD residual {resid:.2g} over {len(final)} starts; Lemma 4.5 "
             f"{'holds' if holds else 'fails'} at W0 = W* (lhs {lhs:.4g} vs rhs {rhs:.4g})")
-    return [{**base, "value": g, "verdict": verdict, "note": note}]
+    return [{**base, "value": g, "effect": g, "verdict": verdict, "note": note,
+             "in_words": f"the BN loss's gradient at the plain optimum has norm {g:.3g} (0 "
+                         f"would make W* a stationary point of BN), GD ends {resid:.2g} from "
+                         f"the line 3 w1 = 5 w2, and Lemma 4.5 {'holds' if holds else 'fails'} "
+                         "at W0 = W*",
+             "verdict_means": "supported: W* is not stationary for BN and the lemma fails "
+                              "there; not supported: the gradient vanishes or the lemma holds"}]

@@ -87,47 +87,55 @@ PD_QUANTITY = ("log((boundaries near train + .5) / (near random + .5)) at step 0
 CLAIMS = (
     *(Claim(f"pd_data_vs_{base}", "Balestriero & Baraniuk", PD_CLAIM, "partition_density",
             PD_QUANTITY, _pd_concentration, ("batchnorm", "batchnorm_fixed_affine"),
-            baseline=base, rule="more") for base in ("none", "zero_bias", "random_bias")),
+            baseline=base, rule="more",
+            what="boundary density near data relative to random points")
+      for base in ("none", "zero_bias", "random_bias")),
     Claim("ics_grad", "Santurkar et al.", "BN does not reduce (gradient) internal covariate "
           "shift", "ics", "log(ICS + 1e-4), ICS = 1 - cos(G, G') averaged over layers 2.. and "
           "checkpoints; effect = log((ICS_bn + 1e-4) / (ICS_none + 1e-4))", cm.ics,
-          ("batchnorm",), rule="no_less", margin=float(np.log(1.25))),
+          ("batchnorm",), rule="no_less", margin=float(np.log(1.25)), what="ICS"),
     Claim("lipschitz", "Santurkar et al.", "BN improves the Lipschitzness of the loss (smaller "
           "loss variation along the gradient)", "smoothness",
           "log((loss_max - loss_min over the probes) / loss at the checkpoint), mean over "
           "checkpoints (the variation relative to the point's own loss, so that an arm that "
           "interpolates is compared on the same scale)" + SMOOTH_NOTE,
-          cm.smooth("loss_variation", per="loss"), ("batchnorm",), rule="less"),
+          cm.smooth("loss_variation", per="loss"), ("batchnorm",), rule="less",
+          what="loss variation along the gradient (per unit loss)"),
     Claim("grad_pred", "Santurkar et al.", "BN improves gradient predictiveness", "smoothness",
           "log(max ||grad L(w - eta g) - g|| / ||g||), mean over checkpoints (the gradient "
           "change relative to the point's own gradient norm)" + SMOOTH_NOTE,
-          cm.smooth("grad_pred_max", per="grad_norm"), ("batchnorm",), rule="less"),
+          cm.smooth("grad_pred_max", per="grad_norm"), ("batchnorm",), rule="less",
+          what="gradient change along the gradient (per unit gradient norm)"),
     Claim("beta_smooth", "Santurkar et al.", "BN lowers the effective beta-smoothness",
           "smoothness", "log(beta_eff), mean over checkpoints (beta_eff is a gradient change "
           "per unit step, already relative)" + SMOOTH_NOTE,
-          cm.smooth("beta_eff"), ("batchnorm",), rule="less"),
+          cm.smooth("beta_eff"), ("batchnorm",), rule="less", what="effective beta-smoothness"),
     Claim("lp_smooth", "Santurkar et al.", "l_p normalizations smooth the landscape like BN "
           "(lower effective beta-smoothness than no normalization)", "smoothness",
           "log(beta_eff), mean over checkpoints" + SMOOTH_NOTE, cm.smooth("beta_eff"), LP,
-          rule="less"),
+          rule="less", what="effective beta-smoothness"),
     Claim("noisy_bn", "Santurkar et al.", "noisy BN trains about as well as BN (final training "
           "loss within a factor 1.5)", "training", "log(final train loss)", cm.final_train_loss,
-          ("noisy_batchnorm",), baseline="batchnorm", rule="equivalent", margin=float(np.log(1.5))),
+          ("noisy_batchnorm",), baseline="batchnorm", rule="equivalent", margin=float(np.log(1.5)),
+          what="final training loss"),
     Claim("jitter_batch", "Balestriero & Baraniuk", "smaller mini-batches jitter BN's decision "
           "boundary more (Fig. 6)", "bn_jitter", "log(boundary band fraction at the smallest / "
           "largest batch size), mean over checkpoints", cj.jitter_batch_ratio,
-          ("batchnorm", "batchnorm_fixed_affine"), baseline=None, rule="more"),
+          ("batchnorm", "batchnorm_fixed_affine"), baseline=None, rule="more",
+          what="decision-boundary jitter at the smallest batch relative to the largest"),
     Claim("jitter_ghost", "Balestriero & Baraniuk", "noise-controlled BN (a virtual batch smaller "
           "than the real one) jitters the decision boundary more than BN", "bn_jitter",
           "log(boundary band fraction) at the largest batch size, mean over checkpoints",
-          cj.jitter_band, ("ghost_batchnorm",), baseline="batchnorm", rule="more"),
+          cj.jitter_band, ("ghost_batchnorm",), baseline="batchnorm", rule="more",
+          what="decision-boundary jitter"),
     *(Claim(f"prop2_{s}", "Balestriero & Baraniuk", f"implementation check, not a test: at the "
             f"first BN layer Proposition 2's variance of BN's {t} is exact (the batch is a "
             "sample of the population it uses), so agreement within 10% checks the "
             "measurement's Monte Carlo", "bn_jitter", f"log(empirical / predicted var of {t}), "
             "first BN layer of fully connected nets, mean over checkpoints and batch sizes",
             cj.prop2_ratio(s), BN_JITTER, baseline=None, rule="equivalent",
-            margin=float(np.log(1.1)), role="implementation check")
+            margin=float(np.log(1.1)), role="implementation check",
+            what=f"empirical variance of {t} relative to Proposition 2's")
       for s, t in (("mu", "mu_B"), ("sigma2", "sigma_B^2"))),
     *(Claim(f"prop2_deep_{s}", "Balestriero & Baraniuk", f"beyond the paper: Proposition 2's "
             f"formula for the mini-batch variance of BN's {t} (which assumes i.i.d. inputs) "
@@ -136,63 +144,71 @@ CLAIMS = (
             "layers after the first of fully connected nets with a nonlinearity between BN "
             "layers (a linear net's next layer sees a batch mean fixed by beta), mean over "
             "layers, checkpoints and batch sizes", cj.prop2_ratio(s, deeper=True), BN_JITTER,
-            baseline=None, rule="equivalent", margin=float(np.log(1.1)), role="beyond the paper")
+            baseline=None, rule="equivalent", margin=float(np.log(1.1)), role="beyond the paper",
+            what=f"empirical variance of {t} relative to Proposition 2's")
       for s, t in (("mu", "mu_B"), ("sigma2", "sigma_B^2"))),
     Claim("luo_sgd", "Luo et al.", "vanilla SGD's generalization error follows the closed form "
           "(within 10%)", "teacher_student", "gen_error / closed form - 1, final checkpoint",
           cm.rel_error(), ("none",), baseline=None, rule="equivalent", margin=0.1,
-          curve=cm.luo_curve()),
+          curve=cm.luo_curve(),
+          what="generalization error relative to the closed form", scale="relative"),
     Claim("luo_bn", "Luo et al.", "BN's generalization error follows WN + gamma decay at App. "
           "C.3's zeta (3/(2M) for BN with mu_B, 1/(2M) for variance-only BN) with the ridge of "
           "the objective Eq. 3 makes BN equivalent to, mean loss + zeta gamma^2 (lam = alpha "
           "zeta), as for the WN arm (within 10%)", "teacher_student",
           "gen_error / closed form (WN + gamma decay, lam = alpha zeta) - 1, final checkpoint",
           cm.rel_error(), ("batchnorm", "weightnorm_varonly_bn"), baseline=None,
-          rule="equivalent", margin=0.1, curve=cm.luo_curve()),
+          rule="equivalent", margin=0.1, curve=cm.luo_curve(),
+          what="generalization error relative to the closed form", scale="relative"),
     Claim("luo_bn_main", "Luo et al.", "secondary: the curve printed in Luo Fig. 1a (zeta = "
           "1/(2M) of the paper's BN student without mu_B, ridge lam = zeta); BN's "
           "generalization error follows it (within 10%)", "teacher_student",
           "secondary: gen_error / the curve printed in Luo Fig. 1a (WN + gamma decay at "
           "1/(2M), lam = zeta) - 1, final checkpoint",
           cm.rel_error("rel_error_main"), ("batchnorm",), baseline=None, rule="equivalent",
-          margin=0.1, curve=cm.luo_curve("zeta_main", convention="paper")),
+          margin=0.1, curve=cm.luo_curve("zeta_main", convention="paper"),
+          what="generalization error relative to Fig. 1a's printed curve", scale="relative"),
     Claim("luo_wn", "Luo et al.", "WN + gamma decay's generalization error follows the closed "
           "form of the objective it trains (Krogh & Hertz ridge, lam = alpha zeta; within 10%)",
           "teacher_student", "gen_error / closed form (WN + gamma decay) - 1, final checkpoint",
           cm.rel_error(), ("weightnorm_gamma_decay",), baseline=None, rule="equivalent",
-          margin=0.1, curve=cm.luo_curve()),
+          margin=0.1, curve=cm.luo_curve(),
+          what="generalization error relative to the closed form", scale="relative"),
     Claim("luo_pn", "Luo et al.", "PN + gamma decay generalizes at least as well as BN at a "
           "normal batch size (validation loss at most 10% above BN's; §5, Fig. 2a-b)",
           "generalization", TEST_LOSS + "; effect = log(loss_PN / loss_BN)",
           cm.final_log("test_loss"), ("population_norm",), baseline="batchnorm",
-          rule="no_more", margin=float(np.log(1.1))),
+          rule="no_more", margin=float(np.log(1.1)), what="test loss"),
     Claim("luo_bn_halves", "Luo et al.", "BN, and WN with mean-only or with variance-only BN, "
           "generalize better than WN alone (lower validation loss; §5, Fig. 2c-d)",
           "generalization", TEST_LOSS, cm.final_log("test_loss"),
           ("batchnorm", "weightnorm_meanonly_bn", "weightnorm_varonly_bn"),
-          baseline="weightnorm", rule="less"),
+          baseline="weightnorm", rule="less", what="test loss"),
     Claim("luo_large_batch", "Luo et al.", "BN generalizes worse at a large batch: higher "
           "validation loss at the largest than at the smallest batch size, for the same samples "
           "seen and the learning rate scaled with the batch (§5, Fig. 2a, 2g)", "generalization",
           TEST_LOSS + "; effect = log(loss at the largest batch / at the smallest)",
-          cm.final_log("test_loss"), ("batchnorm",), rule="more", contrast=LUO_BATCH),
+          cm.final_log("test_loss"), ("batchnorm",), rule="more", contrast=LUO_BATCH,
+          what="test loss at the largest batch", versus="that at the smallest"),
     Claim("luo_gamma_batch", "Luo et al.", "BN's gamma^2 grows with the batch size (weaker "
           "regularization from the batch statistics; §5, Fig. 2e)", "generalization",
           "log(gamma^2) at the last checkpoint (mean over BN layers of the mean over units); "
           "effect = log ratio, largest batch / smallest", cm.final_log("gamma_sq"),
-          ("batchnorm",), rule="more", contrast=LUO_BATCH),
+          ("batchnorm",), rule="more", contrast=LUO_BATCH,
+          what="gamma^2 at the largest batch", versus="that at the smallest"),
     Claim("luo_dropout", "Luo et al.", "dropout after each residual block lowers BN's "
           "validation loss at a large batch (§5, Fig. 2g-h)", "generalization",
           TEST_LOSS + "; effect = log(loss with dropout / without)",
           cm.final_log("test_loss"), ("batchnorm",), rule="less",
           contrast=Contrast("dropout", "largest", "smallest",
-                            match=("arch", "train_batch_size"))),
+                            match=("arch", "train_batch_size")),
+                            what="test loss with dropout", versus="that without"),
     Claim("jitter_aug", "Balestriero & Baraniuk", "extra jitter of BN's statistics (the "
           "variances of mu_B and sigma_B raised beyond the batch's) increases test accuracy "
           "(§5: about +0.3-0.5 points with a ResNet9)", "generalization",
           "test accuracy (%) at the last checkpoint; effect = difference in points",
           cm.final_percent("test_accuracy"), ("batchnorm_jitter",), baseline="batchnorm",
-          rule="more"),
+          rule="more", what="test accuracy", scale="points"),
 )
 
 

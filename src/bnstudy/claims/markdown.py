@@ -26,8 +26,8 @@ import pandas as pd
 
 BLOCK = re.compile(r"(<!-- ledger: (?P<dir>[^>]+?) -->\n)(?P<body>.*?)(<!-- /ledger -->)",
                    re.DOTALL)
-COLUMNS = ("claim", "where", "effect [95% CI]", "seeds", "verdict", "adjusted verdict",
-           "seeds needed")
+COLUMNS = ("claim", "where", "effect [95% CI]", "in words", "seeds", "verdict",
+           "adjusted verdict", "seeds needed")
 
 
 def _num(x) -> str:
@@ -87,7 +87,9 @@ def table(ledger: pd.DataFrame, measured_only: bool = False) -> str:
     shown = ledger[~unmeasured] if measured_only else ledger
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
     for _, row in shown.iterrows():
-        cells = (f"`{row['claim_id']}`", _where(row), _effect(row), _seeds(row), row["verdict"],
+        words = row.get("in_words")
+        cells = (f"`{row['claim_id']}`", _where(row), _effect(row),
+                 words if isinstance(words, str) else "", _seeds(row), row["verdict"],
                  _adjusted(row), _needed(row))
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     missing = sorted(set(ledger.loc[unmeasured, "claim_id"]) - set(shown["claim_id"]))

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from bnstudy.claims import words
 from bnstudy.claims.contrast import Contrast, pairs
 from bnstudy.claims.rules import paired_effect, verdict
 
@@ -31,14 +32,24 @@ class Claim:
     role: str = "test"  # or "implementation check", "beyond the paper": see the docstring
     curve: Callable[[pd.DataFrame, str, str], str] | None = None  # (table, norm, experiment)
     contrast: Contrast | None = None  # pairs experiments instead of normalizers (contrast.py)
+    # the row in words (claims/words.py): the quantity's short name, the effect's scale, and
+    # the compared side where it is not "<baseline>'s" (a contrast's other experiment)
+    what: str = ""
+    scale: str = "log"
+    versus: str = ""
 
 
 def measured_row(base: dict, c: Claim, level: float, arm: pd.Series, against: pd.Series,
                  **where) -> dict:
     """A measured ledger row: the paired effect of ``arm`` against ``against`` (per seed)."""
     eff = paired_effect(arm, against, level)
+    sides = {"scale": c.scale, "what": c.what, "norm": where.get("norm", ""),
+             "baseline": c.versus or c.baseline}
     return {**base, **where, "value": float(arm.mean()), "baseline_value": float(against.mean()),
             **eff, "verdict": verdict(c.rule, eff["ci_low"], eff["ci_high"], c.margin),
+            "in_words": words.effect_words(eff["effect"], eff["ci_low"], eff["ci_high"],
+                                           **sides),
+            "verdict_means": words.rule_words(c.rule, c.margin, **sides),
             "note": "" if eff["n_seeds"] >= 2 else "fewer than 2 paired seeds"}
 
 

@@ -13,6 +13,9 @@ import pandas as pd
 
 from bnstudy.claims import ledger as claims
 
+# Cohen's d_z (mean / sd of the paired differences) is shown from this many seeds on: below
+# it the sd is too uncertain for the ratio to mean anything (values like -7.9e+03 at n = 3)
+MIN_SEEDS_DZ = 5
 # claims evaluated outside claims.CLAIMS, by the table they read
 EXTRA_TABLES = {"dannemann": "dannemann"}
 
@@ -52,8 +55,11 @@ def effect_full(r: pd.Series) -> str:
         return ""
     out = e
     if _num(r.get("ci_low"), ".3g") is not None:
+        out += f" [{r['ci_low']:.3g}, {r['ci_high']:.3g}]"
+        n = r.get("n_seeds")
         dz = _num(r.get("cohens_dz"), ".2g")
-        out += f" [{r['ci_low']:.3g}, {r['ci_high']:.3g}], d_z={dz}"
+        if dz is not None and n is not None and pd.notna(n) and n >= MIN_SEEDS_DZ:
+            out += f", d_z={dz}"
     n = r.get("n_seeds")
     return out + (f" (n={int(n)})" if n is not None and pd.notna(n) else "")
 
@@ -106,26 +112,40 @@ def rows(ledger: pd.DataFrame, section_of: dict[str, tuple[str, str]],
             "detectable": _num(r.get("detectable_effect"), ".3g") or "",
             "has_effect": _num(r.get("effect"), "g") is not None,
             "effect_full": effect_full(r), "means": values(r), **anchor(r, section_of, groups),
+            "in_words": _text(r.get("in_words")), "verdict_means": _text(r.get("verdict_means")),
             "measured": r["verdict"] != "not measured",
         })
     return out
 
 
 def found(display_rows: list[dict]) -> dict:
-    """The summary: verdict counts (the multiplicity-adjusted verdicts:
+    """The summary: verdict counts by row and by claim (a claim whose rows disagree is
+    'mixed'), implementation checks counted apart (the multiplicity-adjusted verdicts:
     :mod:`bnstudy.claims.multiplicity`), the measured rows (also grouped by claim, consecutive
     rows of one claim id together), and the unmeasured ones for one line."""
     measured = [r for r in display_rows if r["measured"]]
-    counts: dict[str, int] = {}
-    for r in display_rows:
-        counts[r["adjusted"]] = counts.get(r["adjusted"], 0) + 1
+    tests = [r for r in display_rows if r["check"] != "implementation check"]
+    checks = [r for r in measured if r["check"] == "implementation check"]
     order = ("supported", "not supported", "inconclusive", "not measured")
-    ranked = sorted(counts.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else 9))
+
+    def ranked(verdicts) -> list[tuple[str, int]]:
+        counts: dict[str, int] = {}
+        for v in verdicts:
+            counts[v] = counts.get(v, 0) + 1
+        return sorted(counts.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order
+                                                       else len(order), kv[0]))
+
+    by_claim: dict[str, set[str]] = {}
+    for r in tests:
+        by_claim.setdefault(r["claim_id"], set()).add(r["adjusted"])
+    claim_verdicts = [next(iter(v)) if len(v) == 1 else "mixed" for v in by_claim.values()]
     groups: list[dict] = []
     for r in measured:  # one group per claim: the claim and its section once, then its rows
         if not groups or groups[-1]["claim_id"] != r["claim_id"]:
             groups.append({"claim_id": r["claim_id"], "claim": r["claim"], "rows": [],
                            "section": r["section"], "section_anchor": r["section_anchor"]})
         groups[-1]["rows"].append(r)
-    return {"rows": measured, "groups": groups, "counts": ranked,
+    return {"rows": measured, "groups": groups, "counts": ranked(r["adjusted"] for r in tests),
+            "claim_counts": ranked(claim_verdicts), "n_claims": len(by_claim),
+            "check_counts": ranked(r["adjusted"] for r in checks),
             "unmeasured": [r for r in display_rows if not r["measured"]]}

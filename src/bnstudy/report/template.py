@@ -52,10 +52,16 @@ TEMPLATE = """<!DOCTYPE html>
  normalizers {{ e.norms }}, seeds {{ e.seeds }}</li>{% endfor %}</ul></details>
 {% if found.rows %}
 <p class="counts">Claims of the papers tested against this study's numbers, after Holm's
-adjustment over the study's rows:
+adjustment over the study's rows. By claim ({{ found.n_claims }}):
+{% for verdict, n in found.claim_counts %}
+<span class="{{ verdict | vclass }}">{{ n }} {{ verdict }}</span>
+{% endfor %}; by row:
 {% for verdict, n in found.counts %}
 <span class="{{ verdict | vclass }}">{{ n }} {{ verdict }}</span>
-{% endfor %}(effect: paired per-seed difference, normalizer minus baseline, with its
+{% endfor %}{% if found.check_counts %}; implementation checks (hold by construction, counted
+apart): {% for verdict, n in found.check_counts %}{{ n }} {{ verdict }}{% if not loop.last %},
+{% endif %}{% endfor %}{% endif %}. (effect: paired per-seed difference, normalizer minus
+baseline, with its
 {{ level_pct }} CI over seeds; the verdict is the row's own, the adjusted one Holm's over the
 study's rows; seeds needed: the seeds that would resolve the row at its observed effect and
 spread with 80% power; detectable: the smallest distance from the rule's boundary the current
@@ -63,7 +69,8 @@ seeds resolve with 80% power; each row links to the section holding its evidence
 <div class="scroll"><table class="found">
 <tr><th class="l">claim</th><th class="l">evidence</th>
 <th class="l">where (experiment: normalizer vs baseline)</th><th>verdict</th>
-<th>adjusted verdict</th><th>effect [{{ level_pct }} CI]</th><th>seeds needed</th>
+<th>adjusted verdict</th><th>effect [{{ level_pct }} CI]</th><th class="l">in words</th>
+<th>seeds needed</th>
 <th>detectable effect</th></tr>
 {% for g in found.groups %}{% for r in g.rows %}
 <tr data-claim="{{ r.claim_id }}" data-where="{{ r.where }}">
@@ -72,9 +79,12 @@ seeds resolve with 80% power; each row links to the section holding its evidence
 %}<a href="#{{ g.section_anchor }}">{{ g.section }}</a>{% else %}{{ g.section }}{% endif %}</td>
 {% endif %}
 <td class="l nw">{% if r.anchor %}<a href="#{{ r.anchor }}">{{ r.where }}</a>{%
- else %}{{ r.where }}{% endif %}</td><td class="v {{ r.verdict | vclass }}">{{ r.verdict }}</td>
-<td class="v {{ r.adjusted | vclass }}">{{ r.adjusted }}</td>
+ else %}{{ r.where }}{% endif %}</td><td class="v {{ r.verdict | vclass }}"
+ title="{{ r.verdict_means }}. Rule: {{ r.rule }}">{{ r.verdict }}</td>
+<td class="v {{ r.adjusted | vclass }}" title="{{ r.verdict_means }}">{{ r.adjusted }}</td>
 <td{% if r.has_effect %} class="nw"{% else %} class="l"{% endif %}>{{ r.effect }}</td>
+<td class="l">{{ r.in_words }}{% if r.verdict_means %}<br><small>{{ r.verdict_means
+}}</small>{% endif %}</td>
 <td>{{ r.seeds_needed }}</td><td>{{ r.detectable }}</td>
 </tr>{% endfor %}{% endfor %}
 </table></div>

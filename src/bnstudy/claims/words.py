@@ -1,0 +1,92 @@
+"""A ledger row in plain words: what its effect means, and what its verdict would mean.
+
+The ledger's effect is a number on the claim's scale (a natural-log ratio for most claims, a
+difference in percentage points, a relative deviation from a closed form); a reader should not
+need the code to read it. :func:`effect_words` turns a row into e.g. "batchnorm's ICS is 4.0x
+none's [1.1x, 14x]", and :func:`rule_words` says what *supported* and *not supported* mean for
+the row's rule and margin, e.g. for "BN does not reduce ICS": "supported: batchnorm's ICS is
+reliably above 0.8x none's; not supported: reliably below it". A claim declares its scale and
+a short name for its quantity (``scale``, ``what`` on :class:`~bnstudy.claims.pairing.Claim`).
+
+Scales: ``log`` (effect = log(arm / baseline), shown as a ratio ``exp(effect)``), ``points``
+(a difference in percentage points), ``relative`` (arm / reference - 1, shown in percent),
+``diff`` (a plain difference).
+"""
+
+from __future__ import annotations
+
+import math
+
+SCALES = ("log", "points", "relative", "diff")
+
+
+def _finite(*xs) -> bool:
+    return all(x is not None and isinstance(x, (int, float)) and math.isfinite(x) for x in xs)
+
+
+def _ratio(x: float) -> str:
+    r = math.exp(x)
+    return f"{r:.2g}x" if r < 10 else f"{r:.0f}x"
+
+
+def _show(x: float, scale: str) -> str:
+    if scale == "log":
+        return _ratio(x)
+    if scale == "points":
+        return f"{x:+.2g} points"
+    if scale == "relative":
+        return f"{100 * x:+.2g}%"
+    return f"{x:+.3g}"
+
+
+def _sides(norm: str, baseline: str | None) -> tuple[str, str]:
+    arm = f"{norm}'s" if norm else "the"
+    if not baseline:
+        return arm, ""
+    return arm, baseline if " " in baseline else f"{baseline}'s"
+
+
+def effect_words(effect, low, high, *, scale: str, what: str, norm: str = "",
+                 baseline: str | None = None) -> str:
+    """The effect and its interval as a sentence fragment ('' when there is no effect)."""
+    if not _finite(effect):
+        return ""
+    what = what or "quantity"
+    arm, base = _sides(norm, baseline)
+    ci = f" [{_show(low, scale)}, {_show(high, scale)}]" if _finite(low, high) else ""
+    if scale == "log" and base:
+        return f"{arm} {what} is {_ratio(effect)} {base}{ci}"
+    if scale == "log":
+        return f"{arm} {what} is {_ratio(effect)}{ci}"
+    if base:
+        return f"{arm} {what} differs from {base} by {_show(effect, scale)}{ci}"
+    return f"{arm} {what}: {_show(effect, scale)}{ci}"
+
+
+def rule_words(rule: str, margin: float, *, scale: str, what: str, norm: str = "",
+               baseline: str | None = None) -> str:
+    """What 'supported' and 'not supported' mean for this row."""
+    what = what or "quantity"
+    arm, base = _sides(norm, baseline)
+    ref = f"{base}" if base else ("1x" if scale == "log" else "0")
+    if rule in ("less", "more"):
+        word = "below" if rule == "less" else "above"
+        other = "above" if rule == "less" else "below"
+        tail = f" {base}" if base else (" 1x" if scale == "log" else " 0")
+        return (f"supported: {arm} {what} is reliably {word}{tail}; not supported: reliably "
+                f"{other} it")
+    if scale == "log":
+        lo, hi = _ratio(-margin), _ratio(margin)
+    else:
+        lo, hi = _show(-margin, scale), _show(margin, scale)
+    of = f" {base}" if base else ""
+    if rule == "no_less":
+        return (f"supported: {arm} {what} is reliably above {lo}{of}; not supported: reliably "
+                f"below {lo}{of}")
+    if rule == "no_more":
+        return (f"supported: {arm} {what} is reliably below {hi}{of}; not supported: reliably "
+                f"above {hi}{of}")
+    if rule == "equivalent":
+        return (f"supported: {arm} {what} is reliably within {lo} to {hi}{of or ' of ' + ref}; "
+                f"not supported: reliably outside that range")
+    raise ValueError(f"unknown rule {rule!r}")
