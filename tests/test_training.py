@@ -143,3 +143,57 @@ def test_progress_line_of_a_regression_run_has_no_accuracy(linear_ds, caplog):
     training.train(spec, linear_ds, "cpu")
     lines = _progress(caplog)
     assert [int(m["step"]) for m in lines] == [0, 2, 4] and all(m["acc"] is None for m in lines)
+
+
+def _no_wall(rows):
+    """History rows without their wall time, NaN as a string (comparable)."""
+    nan = lambda v: "nan" if isinstance(v, float) and math.isnan(v) else v  # noqa: E731
+    return [{k: nan(v) for k, v in r.items() if k != "wall_time"} for r in rows]
+
+
+def _diverging(eval_every, checkpoints):
+    return make_spec(norm="batchnorm", training={
+        "lr": 40.0, "momentum": 0.9, "batch_size": 16, "steps": 60, "eval_every": eval_every,
+        "checkpoints": checkpoints})
+
+
+def test_divergence_read_at_evaluations_is_cut_back_to_the_failing_step(star):
+    """Losses are read on the host only at evaluation and checkpoint steps; a divergence found
+    there is cut back to its step: the same row and checkpoints as a check at every step."""
+    every = training.train(_diverging(1, [0, 1, 2, 3, 30]), star, "cpu")
+    assert every["diverged"]
+    fail = every["history"][-1]
+    assert fail["split"] == "batch" and not math.isfinite(fail["loss"]) and 3 < fail["step"] < 30
+    for eval_every in (7, 1000):
+        late = training.train(_diverging(eval_every, [0, 1, 2, 3, 30]), star, "cpu")
+        assert late["diverged"]
+        assert _no_wall(late["history"][-1:]) == _no_wall([fail])
+        assert all(h["step"] <= fail["step"] for h in late["history"])
+        expected = [h for h in every["history"][:-1] if h["step"] % eval_every == 0]
+        assert _no_wall(late["history"][:-1]) == _no_wall(expected)
+        assert [c["step"] for c in late["checkpoints"]] == [0, 1, 2, 3]
+        for a, b in zip(late["checkpoints"], every["checkpoints"], strict=True):
+            assert torch.equal(a["batch"], b["batch"])
+            assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+
+def test_an_error_after_an_unchecked_divergence_is_the_divergence(star, monkeypatch):
+    """A step on NaN weights that raises (a layer or hook failing on them) before the next
+    check ends the run as diverged at the failing step; an error on finite weights raises."""
+    ref = training.train(_diverging(1000, [0]), star, "cpu")
+    set_step = training.normalizers.set_step
+
+    def fragile(model, step):
+        if not all(torch.isfinite(p).all() for p in model.parameters()):
+            raise RuntimeError("non-finite weights")
+        if step == 2 and model.training and fragile.fail_at_2:
+            raise RuntimeError("step 2 failed")
+        set_step(model, step)
+
+    fragile.fail_at_2 = False
+    monkeypatch.setattr(training.normalizers, "set_step", fragile)
+    run = training.train(_diverging(1000, [0]), star, "cpu")
+    assert run["diverged"] and _no_wall(run["history"]) == _no_wall(ref["history"])
+    fragile.fail_at_2 = True
+    with pytest.raises(RuntimeError, match="step 2 failed"):
+        training.train(_diverging(1000, [0]), star, "cpu")

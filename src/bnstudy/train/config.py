@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from bnstudy.train import augment, schedules
+from bnstudy.train import augment, precision, schedules
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class TrainConfig:
     lr_reference_batch: int | None = None  # lr * batch_size / lr_reference_batch when set
     augment: bool = False  # random crop + horizontal flip (:mod:`bnstudy.train.augment`)
     augment_padding: int = 4
+    precision: str = "fp32"  # fp32 | bf16 autocast (:mod:`bnstudy.train.precision`)
 
     @classmethod
     def from_dict(cls, d: dict) -> TrainConfig:
@@ -58,6 +59,10 @@ class TrainConfig:
             d["checkpoints"] = tuple(ck)
         d.update(schedules.check(d))
         augment.check(d.get("augment", False), d.get("augment_padding", cls.augment_padding))
+        precision.check(d.get("precision", cls.precision))
+        if "augment_padding" in d and d.get("augment") is not True:
+            raise ValueError(f"training augment_padding={d['augment_padding']!r}: allowed: leave "
+                             "it out unless augment is true (it pads the augmented images)")
         return cls(**d)
 
     def batch_for(self, n_train: int) -> int:

@@ -8,7 +8,16 @@ Checkpoint semantics (what later measures rely on): the checkpoint at step ``t``
 - ``batch``: the indices (into the training set) of the mini-batch update ``t`` uses.
 
 A run whose mini-batch loss becomes NaN/inf stops at that step and is recorded as diverged: the
-history and checkpoints up to that point are kept, and ``diverged`` is set.
+history and checkpoints up to that point are kept, and ``diverged`` is set. The losses are read
+on the host only at evaluation and checkpoint steps (:mod:`bnstudy.train.watch`), in the same
+transfer as the evaluation: between them a step makes no host-device sync (the epoch's
+permutation and augmentation draws go to the device once per epoch, noise layers keep their seed
+and step as Python ints), and the run is cut back to the failing step, so its history and
+checkpoints are those of a check at every step.
+
+Precision: ``precision: bf16`` runs the training and evaluation forward passes under bfloat16
+autocast, normalizer statistics in float32 (:mod:`bnstudy.train.precision`); ``fp32`` (default)
+is float32 throughout.
 
 Progress: at every evaluation step one INFO line on the ``bnstudy`` logger gives step/total, the
 losses, the test accuracy, elapsed seconds and an ETA (:mod:`bnstudy.train.progress`).
@@ -44,10 +53,12 @@ from torch import nn
 from bnstudy.data import Dataset
 from bnstudy.io import stable_hash
 from bnstudy.networks import models, normalizers
-from bnstudy.train import augment, determinism, progress, resume, schedules
+from bnstudy.train import augment, determinism, evaluation, precision, progress, resume, schedules
 from bnstudy.train.config import TrainConfig  # noqa: F401 (re-exported)
+from bnstudy.train.evaluation import evaluate, loss_fn  # noqa: F401 (re-exported)
 from bnstudy.train.resume import RESUME_KIND, to_cpu  # noqa: F401 (re-exported)
 from bnstudy.train.spec import RunSpec
+from bnstudy.train.watch import Watch
 
 
 def resolve_device(name: str = "auto") -> torch.device:
@@ -67,28 +78,29 @@ def resolve_device(name: str = "auto") -> torch.device:
     return dev
 
 
-def loss_fn(task: str):
-    if task == "classification":
-        return nn.functional.cross_entropy
-    if task == "regression":
-        return nn.functional.mse_loss
-    raise ValueError(f"unknown task {task!r}; valid choices: classification, regression")
-
-
 class BatchSampler:
-    """Epoch-wise random permutations drawn from a seeded generator (or the full batch)."""
+    """Epoch-wise random permutations drawn from a seeded generator (or the full batch).
 
-    def __init__(self, n: int, batch_size: int | None, seed: int):
+    The permutation is drawn on the CPU (the same numbers on every device) and copied to
+    ``device`` once per epoch; ``next`` slices it there, without a host-device sync."""
+
+    def __init__(self, n: int, batch_size: int | None, seed: int, device="cpu"):
         self.n, self.batch_size = n, batch_size
         self.gen = torch.Generator().manual_seed(seed)
         self.perm, self.pos = torch.empty(0, dtype=torch.long), 0
+        self.device, self.on_device = torch.device(device), None
 
     def next(self) -> torch.Tensor:
         if self.batch_size is None or self.batch_size >= self.n:
-            return torch.arange(self.n)
+            if self.on_device is None:
+                self.on_device = torch.arange(self.n, device=self.device)
+            return self.on_device
         if self.pos + self.batch_size > self.perm.numel():
             self.perm, self.pos = torch.randperm(self.n, generator=self.gen), 0
-        idx = self.perm[self.pos: self.pos + self.batch_size]
+            self.on_device = None
+        if self.on_device is None:
+            self.on_device = to_device(self.perm, self.device)
+        idx = self.on_device[self.pos: self.pos + self.batch_size]
         self.pos += self.batch_size
         return idx
 
@@ -97,12 +109,20 @@ class BatchSampler:
 
     def load_state(self, s: dict) -> None:
         self.gen.set_state(s["gen"])
-        self.perm, self.pos = s["perm"], int(s["pos"])
+        self.perm, self.pos, self.on_device = s["perm"], int(s["pos"]), None
+
+
+def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A CPU tensor on ``device``: from pinned memory, asynchronously, on CUDA (no sync)."""
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
 
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.SGD:
-    return torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum,
-                           weight_decay=cfg.weight_decay)
+    params = list(model.parameters())
+    return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum,
+                           weight_decay=cfg.weight_decay, **precision.sgd_options(params))
 
 
 def build(spec: RunSpec | dict, ds: Dataset, device: torch.device | str = "cpu") -> nn.Module:
@@ -119,24 +139,6 @@ def _norm_hooks(spec: RunSpec, xtr, ytr, task: str):
     ctx = normalizers.HookContext(x=xtr, y=ytr, task=task, seed=spec.seed,
                                   batch_size=spec.training.batch_size or len(xtr))
     return nz, ctx
-
-
-@torch.no_grad()
-def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, task: str,
-             chunk: int = 4096) -> tuple[float, float]:
-    """Mean loss and accuracy (NaN for regression) in eval mode; restores the model's mode."""
-    was_training = model.training
-    model.eval()
-    lf, total, correct = loss_fn(task), 0.0, 0
-    for i in range(0, len(x), chunk):
-        out = model(x[i: i + chunk])
-        total += float(lf(out, y[i: i + chunk], reduction="sum"))
-        if task == "classification":
-            correct += int((out.argmax(1) == y[i: i + chunk]).sum())
-    model.train(was_training)
-    denom = len(x) * (y.shape[1] if task == "regression" and y.dim() > 1 else 1)
-    acc = correct / len(x) if task == "classification" else float("nan")
-    return total / denom, acc
 
 
 def _snapshot(model, opt, batch, step) -> dict:
@@ -166,54 +168,85 @@ def train(spec: RunSpec | dict, ds: Dataset, device: str = "auto", resume_path=N
     nz, ctx = _norm_hooks(spec, xtr, ytr, ds.task)
     if nz.on_init is not None:  # e.g. bn_init; a resumed run then loads its saved state over it
         nz.on_init(model, ctx, nz.options)
-    sampler = BatchSampler(len(xtr), cfg.batch_size, seed)
+    sampler = BatchSampler(len(xtr), cfg.batch_size, seed, dev)
     lr_at = schedules.from_config(cfg, len(xtr))
+    plan = None
     if cfg.augment:
         augment.check_images(ds.input_shape)
+        n = cfg.batch_for(len(xtr))  # one epoch's draws at a time
+        plan = augment.Plan(n, cfg.augment_padding, seed, len(xtr) // n, dev)
     ckpt_steps = set(cfg.checkpoint_steps())
     key = _resume_key(spec, ds)
     state = {"step": 0, "checkpoints": [], "history": [], "elapsed": 0.0}
     if resume_path is not None:
         state = resume.load(resume_path, key, model, opt, sampler) or state
-    diverged, t0 = False, time.perf_counter() - state["elapsed"]
-    pending = state.get("replay_batch")
+    t0 = time.perf_counter() - state["elapsed"]
+    pending, watch, bad = state.get("replay_batch"), Watch(), None
+    splits = (("train", (xtr, ytr)), ("test", (xte, yte)))
     model.train()
     for step in range(state["step"], cfg.steps + 1):
-        batch = (sampler.next() if pending is None else pending).to(dev)
-        pending = None
-        normalizers.set_step(model, step)  # noisy BN: this step's noise in every pass (ckpt too)
-        lr = lr_at(step)
-        for group in opt.param_groups:  # before the checkpoint: its optimizer replays update t
-            group["lr"] = lr
-        if nz.before_update is not None:  # e.g. population_norm's statistics, before eval/ckpt
-            nz.before_update(model, ctx, step, nz.options)
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            for split, (x, y) in (("train", (xtr, ytr)), ("test", (xte, yte))):
-                loss, acc = evaluate(model, x, y, ds.task)
-                state["history"].append({"step": step, "split": split, "loss": loss,
-                                         "accuracy": acc, "lr": lr,
-                                         "wall_time": time.perf_counter() - t0})
-            progress.report(spec, step, cfg.steps, state["history"], ds.task)
-        if step in ckpt_steps:
-            state["checkpoints"].append(_snapshot(model, opt, batch, step))
-            if resume_path is not None and step < cfg.steps:
-                resume.save(resume_path, key, step, model, opt, sampler, state, t0, batch)
-        if step == cfg.steps:
+        try:
+            batch = sampler.next() if pending is None else to_device(pending, dev)
+            pending = None
+            normalizers.set_step(model, step)  # noisy BN: this step's noise in every pass
+            lr = lr_at(step)
+            for group in opt.param_groups:  # before the checkpoint: its optimizer replays update t
+                group["lr"] = lr
+            if nz.before_update is not None:  # e.g. population_norm's statistics, before eval/ckpt
+                nz.before_update(model, ctx, step, nz.options)
+            evaluating = step % cfg.eval_every == 0 or step == cfg.steps
+            if evaluating or step in ckpt_steps:  # the one host read since the last one
+                bad, rows = _check(model, watch, splits if evaluating else (), ds.task, cfg,
+                                   step, lr, t0)
+                if bad is not None:
+                    break
+                state["history"] += rows
+                if evaluating:
+                    progress.report(spec, step, cfg.steps, state["history"], ds.task)
+            if step in ckpt_steps:
+                state["checkpoints"].append(_snapshot(model, opt, batch, step))
+                if resume_path is not None and step < cfg.steps:
+                    resume.save(resume_path, key, step, model, opt, sampler, state, t0, batch)
+            if step == cfg.steps:
+                break
+            opt.zero_grad(set_to_none=True)
+            xb = xtr[batch] if plan is None else augment.batch_inputs(
+                xtr[batch], seed, step, cfg.augment_padding, ds.input_shape, plan.at(step))
+            with precision.autocast(dev, cfg.precision):
+                loss = lf(model(xb), ytr[batch])
+            watch.add(step, loss, lr, time.perf_counter() - t0)
+            loss.backward()
+            opt.step()
+        except Exception:  # NaN weights after an unchecked divergence may raise: check first
+            bad = watch.check()
+            if bad is None:
+                raise
             break
-        opt.zero_grad(set_to_none=True)
-        xb = xtr[batch] if not cfg.augment else augment.batch_inputs(
-            xtr[batch], seed, step, cfg.augment_padding, ds.input_shape)
-        loss = lf(model(xb), ytr[batch])
-        if not torch.isfinite(loss):
-            diverged = True
-            state["history"].append({"step": step, "split": "batch", "loss": loss.item(),
-                                     "accuracy": float("nan"), "lr": lr,
-                                     "wall_time": time.perf_counter() - t0})
-            break
-        loss.backward()
-        opt.step()
+    if bad is not None:  # the run stops at the failing step; nothing after it was recorded
+        state["history"].append(bad)
     return {"spec": spec, "checkpoints": state["checkpoints"], "history": state["history"],
-            "diverged": diverged, "device": str(dev)}
+            "diverged": bad is not None, "device": str(dev)}
+
+
+def _check(model, watch: Watch, splits, task: str, cfg: TrainConfig, step: int, lr: float,
+           t0: float):
+    """``(the first non-finite loss's row or None, the evaluation rows of ``splits``)`` from one
+    host read of the watched losses and the evaluation sums of step ``step`` (none when there
+    is nothing to read)."""
+    if not splits and not watch.rows:
+        return None, []
+    dev = next(model.parameters(), torch.empty(0)).device
+    sums = [evaluation.evaluation_sums(model, x, y, task, autocast=cfg.precision)
+            for _, (x, y) in splits]
+    values = torch.cat([watch.pending(dev), *sums]).tolist()
+    k = len(watch.rows)
+    bad, rows, wall = watch.first_bad(values[:k]), [], time.perf_counter() - t0
+    for (split, (x, y)), part in zip(splits, sums, strict=True):
+        loss, acc = evaluation.evaluation_result(values[k: k + len(part)], x, y, task)
+        k += len(part)
+        rows.append({"step": step, "split": split, "loss": loss, "accuracy": acc, "lr": lr,
+                     "wall_time": wall})
+    return bad, rows
 
 
 def _resume_key(spec: RunSpec, ds: Dataset) -> str:

@@ -13,7 +13,8 @@ bn_init's frozen affine map, and the gamma-decay gradient they and population_no
 
 Gamma decay (Luo Eq. 3) adds ``zeta_i gamma_i^2`` per unit to the training objective: the
 gradient ``2 zeta gamma`` is added to gamma's gradient in every training-mode backward pass
-(:func:`gamma_decayed`); loss values stay the data loss.
+(:func:`gamma_decayed`); loss values stay the data loss. Both layers compute in float32 under
+autocast (:class:`bnstudy.networks.norms.float32.Float32Statistics`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from bnstudy.networks.norms.float32 import Float32Statistics
 from bnstudy.networks.norms.layers import channel_view
 
 
@@ -46,7 +48,7 @@ def gamma_decayed(layer: nn.Module) -> torch.Tensor:
     return gamma
 
 
-class WeightNormGammaDecay(nn.Module):
+class WeightNormGammaDecay(Float32Statistics, nn.Module):
     """Luo's WN + gamma decay; bound to its block's linear/conv map by the model builder."""
 
     def __init__(self, num_features: int, zeta: float | str = 0.0, input_var: float | str = 1.0):
@@ -74,7 +76,7 @@ class WeightNormGammaDecay(nn.Module):
         return n * channel_view(gamma_decayed(self), h) + channel_view(self.bias, h)
 
 
-class FrozenAffine(nn.Module):
+class FrozenAffine(Float32Statistics, nn.Module):
     """``(x - shift) * scale`` per unit, with both held fixed in buffers (identity at build)."""
 
     def __init__(self, num_features: int):

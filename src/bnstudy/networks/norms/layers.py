@@ -58,6 +58,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from bnstudy.networks.norms.float32 import Float32Statistics
+
 
 def channel_view(v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """A per-unit vector ``(C,)`` shaped to broadcast against ``x`` of shape ``(N, C, ...)``."""
@@ -90,7 +92,7 @@ def set_mean_var(bn: nn.Module, mean: torch.Tensor, var: torch.Tensor) -> None:
     bn.running_var.copy_(var)
 
 
-class BatchStatistics:
+class BatchStatistics(Float32Statistics):
     """A layer whose training map normalizes with batch statistics ``(mean, var)``; subclasses
     with other statistics override the three methods (see the module docstring)."""
 

@@ -33,23 +33,35 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from bnstudy.networks.norms.host_ints import buffer_int, remember_int
 from bnstudy.networks.norms.layers import BatchNormBase, check_value
 
 EVAL_NOISE = ("mean", "off")
 
 
 class StepNoise:
-    """A layer whose training-mode noise is drawn from ``(noise_seed, noise_step)`` buffers."""
+    """A layer whose training-mode noise is drawn from ``(noise_seed, noise_step)`` buffers.
+
+    No host-device sync per forward: the buffers' values are read as Python ints by
+    :func:`~bnstudy.networks.norms.host_ints.buffer_int` (from the device only after they changed
+    other than through :meth:`set_step`), and the layer keeps one generator per device,
+    re-seeded per draw (a re-seeded generator gives the same stream as a fresh one)."""
 
     def set_step(self, step: int) -> None:
+        step = int(step)
         with torch.no_grad():
-            self.noise_step.fill_(int(step))
+            self.noise_step.fill_(step)
+        remember_int(self, "noise_step", step)
 
     def generator(self, device) -> torch.Generator:
-        """A fresh generator for this layer's noise of step ``noise_step``."""
-        seed = (int(self.noise_seed) * 6364136223846793005
-                + int(self.noise_step) * 1442695040888963407) % 2**63
-        return torch.Generator(device=device).manual_seed(seed)
+        """This layer's generator for the noise of step ``noise_step``, seeded afresh."""
+        seed = (buffer_int(self, "noise_seed") * 6364136223846793005
+                + buffer_int(self, "noise_step") * 1442695040888963407) % 2**63
+        gens = self.__dict__.setdefault("_generators", {})
+        device = torch.device(device)
+        if device not in gens:
+            gens[device] = torch.Generator(device=device)
+        return gens[device].manual_seed(seed)
 
 
 def set_step(model: nn.Module, step: int) -> None:

@@ -58,6 +58,7 @@ from bnstudy.networks.blocks import blocks
 from bnstudy.networks.layer_inputs import for_each_input
 from bnstudy.networks.norms.fixed import FrozenAffine, gamma_decayed
 from bnstudy.networks.norms.float32 import Float32Statistics
+from bnstudy.networks.norms.host_ints import buffer_int, remember_int
 from bnstudy.networks.norms.layers import channel_view
 from bnstudy.networks.norms.population_decay import PROBES, curvature_zeta
 
@@ -110,7 +111,7 @@ class PopulationNorm(Float32Statistics, nn.Module):
         return mu, ((w @ self.cov_in) * w).sum(1)
 
     def normalized(self, h: torch.Tensor) -> torch.Tensor:
-        if not bool(self.calibrated):
+        if not buffer_int(self, "calibrated"):
             raise RuntimeError("population_norm has no population statistics yet: they are "
                                "estimated by the trainer's hooks (training.train)")
         mu, var = self.population_stats()
@@ -143,6 +144,7 @@ def _store(pn: PopulationNorm, acc: dict) -> None:
     pn.mean_in.copy_(mean.to(pn.mean_in.dtype))
     pn.cov_in.copy_((acc["q"] / acc["n"] - torch.outer(mean, mean)).to(pn.cov_in.dtype))
     pn.calibrated.fill_(True)
+    remember_int(pn, "calibrated", 1)
 
 
 @torch.no_grad()
