@@ -137,3 +137,26 @@ def test_a_row_depends_only_on_the_runs_it_compares(claim):
     together = claims.evaluate({claim.table: pd.concat([base, others], ignore_index=True)})
     pd.testing.assert_frame_equal(_rows(alone, claim.key, exps),
                                   _rows(together, claim.key, exps), check_dtype=False)
+
+
+def test_an_experiment_with_nothing_comparable_is_skipped_not_a_crash():
+    """A linear net's partition density is not applicable (every row applicable=False): the
+    pair's metric is empty there, and the other experiment's row still comes out (the default
+    study's claims job crashed with KeyError 'experiment' on this)."""
+    import pandas as pd
+
+    from bnstudy.claims import ledger
+
+    rows = []
+    for exp, ok in (("dln", False), ("mlp", True)):
+        for norm in ("none", "batchnorm"):
+            for seed in (0, 1, 2):
+                for ps in ("train", "random"):
+                    rows.append({"experiment": exp, "dataset": "d", "model": exp, "norm": norm,
+                                 "seed": seed, "step": 0, "layer": "all", "radius": 0.1,
+                                 "point_set": ps, "applicable": ok,
+                                 "boundaries": (3.0 if ps == "train" else 1.0) + seed * 0.1
+                                 + (1.0 if norm == "batchnorm" else 0.0)})
+    out = ledger.evaluate({"partition_density": pd.DataFrame(rows)})
+    pd_rows = out[out["claim_id"] == "pd_data_vs_none"]
+    assert list(pd_rows["experiment"]) == ["mlp"]

@@ -68,7 +68,10 @@ def _pair_values(c: Claim, df: pd.DataFrame, values: pd.Series):
     for _, rows in df.groupby(df["experiment"].astype(str)):
         for norm in (n for n in c.norms if n in set(rows["norm"])):
             pair = {norm} if c.baseline is None else {norm, c.baseline}
-            pv = c.metric(rows[rows["norm"].isin(pair)]).rename("value").reset_index()
+            pv = c.metric(rows[rows["norm"].isin(pair)])
+            if pv.empty:  # nothing this pair can be compared on (e.g. a set not measured)
+                continue
+            pv = pv.rename("value").reset_index()
             for (e, ds, model), g in pv.groupby(IDS):
                 yield e, ds, model, norm, g
 
