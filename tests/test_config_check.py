@@ -296,6 +296,12 @@ def workdir(tmp_path_factory):
     ("typo", _set("datasets.star2d.options.n_trian", 64), ["datasets.star2d.options.n_trian"]),
     ("results_file", _set("results", "afile"), ["results", "existing file"]),
     ("batch", _set("trainings.sgd.batch_size", 100), ["trainings.sgd.batch_size", "100"]),
+    # issue 19: an option the arch does not read; a sweep of the wrong shape (a TypeError once)
+    ("cnn_width", _set("models.mlp", {"arch": "cnn", "width": 2}),
+     ["models.mlp", "width=2", "arch cnn has no option 'width'"]),
+    ("options_null",
+     lambda c: c["datasets"]["star2d"].update(options=None, sweep={"n_train": [16, 32]}),
+     ["datasets.star2d.options", "None", "mapping"]),
 ])
 def test_snakemake_rejects_before_any_job(workdir, name, patch, words):
     (workdir / "afile").write_text("")

@@ -196,7 +196,9 @@ def test_changing_plot_or_report_settings_reruns_only_figures_and_report(project
     cfg["plots"]["dpi"] = 70
     cfg["report"]["title"] = "another title"
     counts = job_counts(_config_jobs(project, "plots", cfg))
-    assert counts == {**{f"plot_{f}": 1 for f in plan.figures}, "report": 1}, counts
+    # the report's config travels in its argument file (rule job_arguments), rewritten first
+    assert counts == {**{f"plot_{f}": 1 for f in plan.figures}, "report": 1,
+                      "job_arguments": 1}, counts
 
 
 @pytest.mark.workflow

@@ -47,6 +47,14 @@ def cmd_check(a) -> None:
         raise ValueError(f"{len(bad)} of {len(groups)} configs failed: {', '.join(bad)}")
 
 
+def cmd_verify(a) -> int:
+    from bnstudy import verify
+
+    verdict = verify.check_study(a.results)
+    print(verify.report(verdict))
+    return 1 if verdict.bad else 0
+
+
 def cmd_prepare_data(a) -> None:
     from bnstudy import data
 
@@ -72,7 +80,8 @@ def cmd_train(a) -> None:
     hist = training.history_frame(result)
     for k, v in spec.ids.items():
         hist[k] = v
-    prov = io.provenance(io.stable_hash(spec.to_dict()), result["device"])
+    prov = io.provenance(io.stable_hash(spec.to_dict()), result["device"],
+                         config=spec.to_dict())
     io.write_table(hist, a.out_history, prov)
     checkpoints.save(result, a.out_checkpoints)
     if a.resume:
@@ -155,7 +164,9 @@ def cmd_claims(a) -> None:
     hashes = [io.read_provenance(p).get("config_hash") for p in a.tables]
     io.write_table(ledger, a.out, io.provenance(io.stable_hash([hashes, a.ci]), "cpu"))
     counts = ledger["verdict"].value_counts().to_dict()
-    log.info("claims ledger: %d rows, verdicts %s", len(ledger), counts)
+    adjusted = ledger["adjusted_verdict"].value_counts().to_dict()
+    log.info("claims ledger: %d rows, verdicts %s, adjusted (Holm) %s", len(ledger), counts,
+             adjusted)
 
 
 def cmd_aggregate(a) -> None:
@@ -199,10 +210,32 @@ def cmd_ledger(a) -> None:
         print(f"## {d}\n\n{ledger_markdown.table(ledger_markdown.read(d))}")
 
 
-COMMANDS = {"list": cmd_list, "check": cmd_check, "prepare-data": cmd_prepare_data,
+def cmd_variance(a) -> None:
+    from pathlib import Path
+
+    from bnstudy import io
+    from bnstudy.claims import variance
+
+    for p in a.tables:
+        out = variance.split_measure(Path(p).stem, io.read_table(p))
+        print(f"## {p}\n\n{out.to_string(index=False, float_format='{:.4g}'.format)}\n")
+
+
+def cmd_compare(a) -> int:
+    from bnstudy.claims import compare
+    from bnstudy.claims import markdown as ledger_markdown
+
+    diff = compare.compare(ledger_markdown.read(a.a), ledger_markdown.read(a.b), a.tol)
+    print(compare.text(diff, a.a, a.b))
+    return 1 if len(diff) else 0
+
+
+COMMANDS = {"list": cmd_list, "check": cmd_check, "verify": cmd_verify,
+            "prepare-data": cmd_prepare_data,
             "train": cmd_train, "measure": cmd_measure, "analysis": cmd_analysis,
             "claims": cmd_claims, "ledger": cmd_ledger, "aggregate": cmd_aggregate,
-            "plot": cmd_plot, "report": cmd_report}
+            "plot": cmd_plot, "report": cmd_report, "variance": cmd_variance,
+            "compare": cmd_compare}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,11 +243,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from bnstudy.data.files import DataUnavailable
+    from bnstudy.io import WriteFailed
 
     try:
-        COMMANDS[args.verb](args)
+        rc = COMMANDS[args.verb](args)
         sys.stdout.flush()
-    except (ValueError, FileNotFoundError, DataUnavailable) as e:
+    except (ValueError, FileNotFoundError, DataUnavailable, WriteFailed) as e:
         print(f"bnstudy {args.verb}: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:
@@ -222,4 +256,4 @@ def main(argv: list[str] | None = None) -> int:
         # (point stdout at devnull so that the interpreter's final flush cannot fail again)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    return 0
+    return rc or 0

@@ -8,7 +8,8 @@ import json
 
 DESCRIPTION = """Command line: ``python -m bnstudy <verb> ...``, the only thing workflow rules call.
 Every option a verb needs is explicit; structured options travel as JSON strings (never
-evaluated as code). Inputs are validated before any expensive work starts."""
+evaluated as code). Inputs are validated before any expensive work starts. ``@FILE`` stands for
+the arguments in FILE, one per line: the workflow passes those that grow with the study so."""
 
 
 def json_arg(text: str):
@@ -28,7 +29,10 @@ def _version() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bnstudy", description=DESCRIPTION)
+    # @FILE: arguments read from FILE, one per line (the workflow passes the ones that grow
+    # with the study so, bnstudy.plan.write_arguments)
+    p = argparse.ArgumentParser(prog="python -m bnstudy", description=DESCRIPTION,
+                                fromfile_prefix_chars="@")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages too")
     p.add_argument("--version", action="version", version=f"bnstudy {_version()}")
     sub = p.add_subparsers(dest="verb", required=True)
@@ -48,6 +52,11 @@ def parser() -> argparse.ArgumentParser:
                    help="also check every shipped study (config/studies/*.yaml)")
     s.add_argument("--cluster", action="store_true",
                    help="jobs run elsewhere: do not require a CUDA device on this machine")
+
+    s = sub.add_parser("verify", help="check every checksummed file of a study (tables, run "
+                       "files, datasets) and name the bad ones and what to rerun; exit 1 if any")
+    s.add_argument("results", nargs="?", default="results",
+                   help="the study's results directory (default: results)")
 
     s = sub.add_parser("prepare-data", help="generate or load a dataset into an .npz file")
     s.add_argument("--name", required=True, help="the dataset's name in the config")
@@ -98,6 +107,18 @@ def parser() -> argparse.ArgumentParser:
                        "the ledger blocks of a Markdown file (the README) from the ledgers")
     s.add_argument("results", nargs="*", help="results directories whose ledgers to print")
     s.add_argument("--readme", help="Markdown file whose <!-- ledger: DIR --> blocks to rewrite")
+
+    s = sub.add_parser("compare", help="print the ledger rows whose verdicts or effects differ "
+                       "between two results directories (exit status 1 when any do)")
+    s.add_argument("a", help="a results directory (results/<study>)")
+    s.add_argument("b", help="another results directory")
+    s.add_argument("--tol", type=float, default=1e-9,
+                   help="effects within this relative difference count as equal (default 1e-9)")
+
+    s = sub.add_parser("variance", help="split each per-run quantity's variance between seeds "
+                       "and the within-run sample (smoothness, ics, partition_density tables)")
+    s.add_argument("tables", nargs="+", help="aggregated tables, named by measure "
+                   "(e.g. results/tables/smoothness.parquet)")
 
     s = sub.add_parser("aggregate", help="concatenate every run's per-run table into one table")
     s.add_argument("--results", required=True, help="the results directory")

@@ -34,7 +34,7 @@ _STRING = (
     "experiment", "dataset", "model", "norm", "split", "layer", "layer_name", "point_set",
     "method", "group", "kind", "record", "bn_statistics", "sampling", "convention",
     "activation", "objective", "init_label", "quantity", "verdict", "claim_id", "claim",
-    "paper", "note", "rule", "role", "baseline", "curve", "arch",
+    "paper", "note", "rule", "role", "baseline", "curve", "arch", "adjusted_verdict",
 )
 _INTEGER = (
     "step", "seed", "data_seed", "n_seeds", "n_runs", "layer_index", "n_layers", "batch_size",
@@ -46,7 +46,7 @@ _INTEGER = (
 )
 _BOOLEAN = (
     "diverged", "applicable", "hessian_converged", "holds_closest", "holds_reached",
-    "hypothesis", "lr_batch_scaled",
+    "hypothesis", "lr_batch_scaled", "input_standardized",
 )
 # shared by several tables (a count in partition_density_maps' ``boundaries`` is a mean in
 # partition_density's, so it is a float in both)

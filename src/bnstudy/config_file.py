@@ -10,12 +10,17 @@ status 1. :mod:`bnstudy.study` adds the checks a schema cannot express.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import yaml
 
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+# An entry's name (datasets, models, trainings, experiments, generated names): matched whole
+# (re.fullmatch, never ``$``, which also matches before a final newline).
+NAME = re.compile(r"[A-Za-z0-9_]+")
+MAX_EXTENDS = 32  # the longest ``extends:`` chain, in files (a deeper one is an error)
 
 
 class ConfigError(ValueError):
@@ -107,8 +112,11 @@ def read_study(path: str | Path, _chain: tuple = ()) -> dict:
     """A config file read strictly, with its ``extends: <file>`` chain resolved: the named file
     (relative to the extending file's folder) is read the same way and this file laid over it
     (:func:`overlay`). A missing file, a cycle or a bad ``extends`` value is a ConfigError
-    naming the file and key."""
+    naming the file and key, as is a chain of more than :data:`MAX_EXTENDS` files."""
     path = Path(path)
+    if len(_chain) >= MAX_EXTENDS:
+        fail("", f"{path}: extends: the chain from {str(_chain[0])!r} is more than {MAX_EXTENDS} "
+                 f"files deep; allowed: at most {MAX_EXTENDS} files (flatten the chain)")
     cfg = read_yaml(path)
     if "extends" not in cfg:
         return cfg

@@ -15,7 +15,12 @@ Jobs (see the README's job table):
 - ``aggregate``: one per table, the study-wide table with each experiment's sweep axes as
   columns;
 - each figure family: one job drawing all of its figures;
-- ``analysis`` per configured analysis, ``claims``, ``report``.
+- ``analysis`` per configured analysis, ``claims``, ``report``;
+- ``job_arguments``: one per job whose arguments grow with the study (the aggregate jobs' run
+  grid, a figure family's outputs, the report's config and figures): it writes them to a file,
+  one argument per line, that the job's command names as ``@FILE`` (argparse's
+  ``fromfile_prefix_chars``), so no command line grows with the study (Linux refuses one
+  argument over 128 KiB: the grid of about 1,260 experiments).
 
 What a job's ``code`` param hashes: its entry modules and, transitively, every package module
 they import (:mod:`bnstudy.codeversion`), so a change reruns exactly the jobs that run it.
@@ -47,6 +52,25 @@ HISTORY = "training"  # the table of training histories (per-run files history.p
 
 def _json(value) -> str:
     return json.dumps(value, sort_keys=True)
+
+
+def write_arguments(path: str, arguments: list[str], log: str | None = None) -> None:
+    """``arguments`` written to ``path``, one per line, as argparse reads ``@path`` (a file
+    replaced whole: a reader never sees half of it); ``log`` gets one line saying so."""
+    bad = [a for a in arguments if "\n" in a or "\r" in a]
+    if bad:
+        raise ValueError(f"argument {bad[0][:80]!r} holds a line break; an argument file holds "
+                         "one argument per line")
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write("".join(f"{a}\n" for a in arguments))
+    os.replace(tmp, path)
+    if log is not None:
+        os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
+        with open(log, "w", encoding="utf-8") as fh:
+            fh.write(f"{path}: {len(arguments)} arguments, "
+                     f"{sum(len(a) + 1 for a in arguments)} bytes\n")
 
 
 @dataclass
@@ -165,6 +189,27 @@ class Plan:
 
     def table_file(self, table: str) -> str:
         return "history.parquet" if table == HISTORY else f"{table}.parquet"
+
+    # -- arguments that grow with the study, passed in files -----------------------------------
+    @cached_property
+    def argument_jobs(self) -> list[str]:
+        """The jobs whose arguments go in a file (:meth:`job_arguments`)."""
+        return [*(f"aggregate_{t}" for t in self.tables), *(f"plot_{f}" for f in self.figures),
+                "report"]
+
+    def job_arguments(self, job: str) -> list[str]:
+        """The arguments of ``job`` (one of :attr:`argument_jobs`) that grow with the study."""
+        kind, _, name = job.partition("_")
+        if kind == "aggregate" and name in self.tables:
+            return ["--grid", self.table_grid(name)]
+        if kind == "plot" and name in self.figures:
+            return ["--out", *(f"{e}={p}" for e, p in self.figure_outputs(name).items())]
+        if job == "report":
+            return ["--config", _json(self.config), "--figures", *self.all_figures()]
+        raise ValueError(f"unknown job {job!r}; valid: {self.argument_jobs}")
+
+    def arguments_file(self, job: str) -> str:
+        return self.res("jobs", f"{job}.args")
 
     def all_tables(self) -> list[str]:
         return [self.res("tables", f"{t}.parquet") for t in [*self.tables, *self.analyses]]

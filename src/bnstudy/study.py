@@ -3,9 +3,12 @@
 :func:`check` validates a loaded config: the JSON schema with its defaults filled in
 (:mod:`bnstudy.config_file`, which also reads config files strictly: duplicate keys, YAML errors
 with line and column), then what a schema cannot say: each dataset kind's declared options,
-training and model options, cross references, the measures' and analyses' own option checks,
-batch sizes against the training set, each model built and run once on its dataset's input
-shape, ICS layer indices against its layers, the device and the results directory. Every
+training and model options (each architecture's own: :func:`bnstudy.model_checks.check_options`),
+cross references, the measures' and analyses' own option checks, batch sizes and epoch
+milestones against the training set, each model's size and normalizer layers counted on the meta
+device (:mod:`bnstudy.model_checks`) before it is built and run once on its dataset's input
+shape, ICS layer indices against its layers, the device, the results directory, the datasets'
+seeds and files and the plot palette (:mod:`bnstudy.setup_checks`). Every
 failure is a :class:`ConfigError` of one short paragraph: the key path, the bad value and what
 is allowed.
 
@@ -52,14 +55,6 @@ def load(paths, overrides: dict | None = None) -> dict:
 
 # -- what the schema cannot say --------------------------------------------------------------
 
-def _results(cfg: dict) -> None:
-    r = Path(cfg["results"])
-    for p in (r, *r.parents):
-        if p.exists() and not p.is_dir():
-            fail("results", f"{str(r)!r}: {str(p)!r} is an existing file, not a directory; "
-                             "allowed: a directory path (new or existing)")
-
-
 def _device(cfg: dict, local: bool) -> None:
     if not local:  # a cluster's compute nodes may have the GPUs the submit host lacks
         return
@@ -86,10 +81,12 @@ def _datasets(cfg: dict) -> dict[str, int]:
     return sizes
 
 
-def _typed(section: str, items: dict, parse) -> dict:
+def _typed(section: str, items: dict, parse, check=None) -> dict:
     out = {}
     for name, d in items.items():
         try:
+            if check is not None:
+                check(d)
             out[name] = parse(d)
         except ValueError as e:
             fail(f"{section}.{name}", str(e))
@@ -132,12 +129,13 @@ def _build(model_cfg, norm: str, kind: str, options: dict, forward: bool):
 
 
 def _experiments(cfg: dict, sizes: dict, model_cfgs: dict, train_cfgs: dict, mopts: dict):
-    from bnstudy import measures
+    from bnstudy import data, measures, model_checks, setup_checks
     from bnstudy.measures.ics import compute as ics
     from bnstudy.networks import normalizers
 
     configured = sorted(m for m in measures.REGISTRY if m in cfg)
     built: dict = {}  # (model, dataset, normalizer) -> the model, built once
+    planned: set = set()  # (model, dataset, normalizers) counted on the meta device
     for name, e in cfg["experiments"].items():
         where = f"experiments.{name}"
         if name in RESERVED_EXPERIMENTS:
@@ -164,14 +162,25 @@ def _experiments(cfg: dict, sizes: dict, model_cfgs: dict, train_cfgs: dict, mop
                   f"{e['dataset']!r} ({sizes[e['dataset']]} examples, experiment {name!r}); "
                   "allowed: at most the training-set size, or 'full'")
         mc = model_cfgs[e["model"]]
+        shape, out_dim = data.shape(kind, ds.get("options"))
+        setup_checks.check_training_on_data(where, tc, sizes[e["dataset"]], shape)
+        arms = (e["model"], e["dataset"], tuple(e["norms"]))
+        try:  # counted on the meta device before anything is allocated, once per model and data
+            if arms not in planned:
+                model_checks.check_plan(mc, e["norms"], shape, out_dim,
+                                        cfg["limits"]["parameters"])
+                planned.add(arms)
+        except ValueError as err:
+            fail(where, f"model {e['model']!r} on dataset {e['dataset']!r}: {err}")
         for norm in ["none", *e["norms"]]:  # "none": the plain net, also run forward once
             if norm not in normalizers.REGISTRY:
                 fail(f"{where}.norms", f"unknown normalizer {norm!r}; "
                                         f"allowed: {normalizers.names()}")
             key = (e["model"], e["dataset"], norm)
             try:
-                if key not in built:
-                    built[key] = _build(mc, norm, kind, ds.get("options"), norm == "none")
+                if key not in built:  # the plain net is kept (ics counts its layers)
+                    net = _build(mc, norm, kind, ds.get("options"), norm == "none")
+                    built[key] = net if norm == "none" else None
             except ValueError as err:
                 fail(where, f"model {e['model']!r} with normalizer {norm!r} on dataset "
                              f"{e['dataset']!r}: {err}")
@@ -189,17 +198,20 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
     ``local``: jobs run on this machine, so a CUDA device must exist here (a cluster run checks
     it at the start of each train job instead).
     """
-    from bnstudy import analyses
+    from bnstudy import analyses, model_checks, setup_checks
     from bnstudy.networks import models
     from bnstudy.train import loop as training
 
     if not isinstance(cfg, dict):
         fail("", f"the config must be a mapping of settings, got {type(cfg).__name__}")
     validate_schema(cfg, schema)
-    _results(cfg)
+    setup_checks.check_results(cfg)
     _device(cfg, local)
     sizes = _datasets(cfg)
-    model_cfgs = _typed("models", cfg["models"], models.ModelConfig.from_dict)
+    setup_checks.check_datasets(cfg, local)
+    setup_checks.check_plots(cfg)
+    model_cfgs = _typed("models", cfg["models"], models.ModelConfig.from_dict,
+                        model_checks.check_options)
     train_cfgs = _typed("trainings", cfg["trainings"], training.TrainConfig.from_dict)
     for name, opts in cfg.get("analyses", {}).items():
         if name not in analyses.REGISTRY:

@@ -28,17 +28,14 @@ from __future__ import annotations
 
 import copy
 import itertools
-import re
 
 import yaml
 
-from bnstudy.config_file import SCHEMA, fail
+from bnstudy import sweep_checks
+from bnstudy.config_file import NAME, SCHEMA, fail
+from bnstudy.sweep_checks import ID_COLUMNS, SECTIONS, SWEEP_KEYS  # noqa: F401 (re-exported)
 
-SECTIONS = ("datasets", "models", "trainings", "experiments")
-SWEEP_KEYS = ("sweep", "name", "where")
-# the tables' identifying columns: axes named like them are renamed (experiment_axes)
-ID_COLUMNS = ("experiment", "dataset", "model", "norm", "seed", "step", "split", "layer")
-SAFE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+SAFE_NAME = NAME  # generated names are matched whole (re.fullmatch)
 
 
 def fmt(value) -> str:
@@ -167,9 +164,9 @@ def _combinations(section: str, name: str, entry: dict, families: dict):
             except KeyError as e:
                 fail(f"{section}.{name}.name", f"{{{e.args[0]}}} in {template!r} is not an "
                                                f"axis; allowed: {sorted(words)}")
-            except (ValueError, IndexError) as e:
+            except (ValueError, IndexError, AttributeError, TypeError) as e:
                 fail(f"{section}.{name}.name", f"{template!r} is not a valid template ({e})")
-        if not SAFE_NAME.match(gen):
+        if not SAFE_NAME.fullmatch(gen):
             fail(f"{section}.{name}", f"generated name {gen!r} (axis values {values}) is not "
                                       "filesystem-safe; allowed: letters, digits and '_'")
         yield gen, values, out
@@ -183,13 +180,18 @@ def _variants(axes: list, axis: str) -> dict:
 def expand(cfg: dict, record: dict | None = None) -> dict:
     """The config with every swept entry replaced by the entries it generates (see the module
     docstring); ``cfg`` is not changed. With ``record``, the axis values of every generated
-    entry are stored there, ``record[section][generated name] = {axis: value}``."""
+    entry are stored there, ``record[section][generated name] = {axis: value}``. Shapes and
+    sizes are checked first (:mod:`bnstudy.sweep_checks`): nothing past ``limits.experiments``
+    is built."""
+    sweep_checks.check_shape(cfg)
+    cap = sweep_checks.max_entries(cfg)
     out = dict(cfg)
     families: dict = {}  # swept dataset entry -> [(generated name, its axis values)]
     for section in SECTIONS:
         entries = cfg.get(section)
         if not isinstance(entries, dict):
             continue
+        sweep_checks.check_size(section, entries, {k: len(v) for k, v in families.items()}, cap)
         flat: dict = {}
         origin: dict = {}
         for name, entry in entries.items():
@@ -235,4 +237,5 @@ def experiment_axes(flat: dict, record: dict) -> dict[str, dict]:
             values[f"experiment_{a}" if a in ID_COLUMNS else a] = v
         if values:
             out[name] = values
+    sweep_checks.check_axis_kinds(out)
     return out

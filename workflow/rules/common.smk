@@ -5,7 +5,7 @@
 
 import json
 
-from bnstudy.plan import Plan
+from bnstudy.plan import Plan, write_arguments
 
 PLAN = Plan(config)
 R = PLAN.results  # normalised: ``out/``, ``./out`` and ``out//`` are all ``out``
@@ -22,6 +22,7 @@ wildcard_constraints:
     dataset=_alt(config["datasets"]),
     table=_alt(PLAN.tables),
     analysis=_alt(PLAN.analyses),
+    job=_alt(PLAN.argument_jobs),
 
 
 def res(*parts):
@@ -79,10 +80,6 @@ def get_table_inputs(wildcards):
     return PLAN.table_inputs(wildcards.table)
 
 
-def get_table_grid(wildcards):
-    return PLAN.table_grid(wildcards.table)
-
-
 def get_table_file(wildcards):
     return PLAN.table_file(wildcards.table)
 
@@ -103,9 +100,14 @@ def get_analysis_code(wildcards):
     return PLAN.analysis_code(wildcards.analysis)
 
 
-def get_figure_outs(name):
-    """The ``EXPERIMENT=PNG`` arguments of a figure family's job."""
-    return [f"{e}={p}" for e, p in PLAN.figure_outputs(name).items()]
+def get_job_arguments(wildcards):
+    """The arguments of a job that grow with the study (bnstudy.plan.Plan.job_arguments)."""
+    return PLAN.job_arguments(wildcards.job)
+
+
+def arguments_file(job):
+    """The file holding a job's growing arguments, named on its command line as @FILE."""
+    return PLAN.arguments_file(job)
 
 
 def get_all_tables():

@@ -8,7 +8,8 @@ for _family in PLAN.figures:
         name:
             f"plot_{_family}"
         input:
-            PLAN.figure_tables(_family),
+            tables=PLAN.figure_tables(_family),
+            arguments=arguments_file(f"plot_{_family}"),
         output:
             PLAN.figure_outputs(_family).values(),
         log:
@@ -20,8 +21,7 @@ for _family in PLAN.figures:
         params:
             family=_family,
             options=json.dumps(config["plots"], sort_keys=True),
-            outs=get_figure_outs(_family),
             code=PLAN.figure_code(_family),
         shell:
-            "python -m bnstudy plot {params.family:q} --table {input:q}"
-            " --options {params.options:q} --out {params.outs:q} > {log:q} 2>&1"
+            "python -m bnstudy plot {params.family:q} --table {input.tables:q}"
+            " --options {params.options:q} @{input.arguments:q} > {log:q} 2>&1"

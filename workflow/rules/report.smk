@@ -3,6 +3,7 @@ rule report:
         tables=get_all_tables(),
         claims=res("tables", "claims.parquet"),
         figures=get_all_figures(),
+        arguments=arguments_file("report"),
     output:
         report(res("report.html"), caption="../report/report.rst", category="Report"),
     log:
@@ -12,9 +13,8 @@ rule report:
     conda:
         "../../environment.yml"
     params:
-        config=json.dumps(config, sort_keys=True),
         code=PLAN.report_code(),
     shell:
-        "python -m bnstudy report --config {params.config:q}"
-        " --tables {input.tables:q} {input.claims:q} --figures {input.figures:q}"
+        "python -m bnstudy report @{input.arguments:q}"
+        " --tables {input.tables:q} {input.claims:q}"
         " --out {output:q} > {log:q} 2>&1"

@@ -1,9 +1,25 @@
-# The command names the runs (the grid, a few bytes per experiment) rather than their files: the
-# file list outgrows Linux's limit on one argument (128 KiB) at a few thousand runs. The verb
-# finds each part with bnstudy.tables, as the plan does here, and adds the sweep axes as columns.
+# No command line grows with the study: the arguments that do (the run grid of an aggregate job,
+# a figure family's outputs, the report's config and figures) are written to a file, one per
+# line, that the command names as @FILE (Linux refuses one argument over 128 KiB: the grid of
+# about 1,260 experiments). The file changes when they do (params), rerunning the job.
+rule job_arguments:
+    output:
+        res("jobs", "{job}.args"),
+    log:
+        log_file("job_arguments", "{job}.log"),
+    localrule: True
+    params:
+        arguments=get_job_arguments,
+    run:
+        write_arguments(output[0], params.arguments, log[0])
+
+
+# The grid names the runs rather than their files; the verb finds each part with bnstudy.tables,
+# as the plan does here, and adds the sweep axes as columns.
 rule aggregate:
     input:
-        get_table_inputs,
+        parts=get_table_inputs,
+        arguments=arguments_file("aggregate_{table}"),
     output:
         res("tables", "{table}.parquet"),
     log:
@@ -15,9 +31,8 @@ rule aggregate:
     params:
         results=get_results,
         name=get_table_file,
-        grid=get_table_grid,
         level=get_table_level,
         code=get_table_code,
     shell:
         "python -m bnstudy aggregate --results {params.results:q} --name {params.name:q}"
-        " --grid {params.grid:q} --level {params.level:q} --out {output:q} > {log:q} 2>&1"
+        " @{input.arguments:q} --level {params.level:q} --out {output:q} > {log:q} 2>&1"

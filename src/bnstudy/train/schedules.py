@@ -46,9 +46,20 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+# the options each schedule reads (any other given is an error: it would be ignored)
+USES = {"constant": (), "inverse_time": ("lr_decay",), "exponential": ("lr_decay",),
+        "step": ("lr_milestones", "lr_milestone_unit", "lr_step_factor")}
+
+
 def check(d: dict) -> dict:
     """The schedule options of a training config ``d`` checked (a ValueError naming the bad value
-    and the valid ones); returns them with defaults filled in, milestones as a sorted tuple."""
+    and the valid ones); returns them with defaults filled in, milestones as a sorted tuple.
+
+    A schedule does what it says or is refused: an option its ``lr_schedule`` does not read
+    (:data:`USES`), a milestone given twice or at or past the last step (``steps`` of ``d``;
+    epoch milestones are checked against the training set by :mod:`bnstudy.setup_checks`), a
+    warm-up longer than the run, and a ``lr_step_factor`` whose power over the milestones
+    overflows a float."""
     o = {**DEFAULTS, **{k: d[k] for k in DEFAULTS if k in d}}
 
     def bad(key: str, valid: str):
@@ -74,8 +85,29 @@ def check(d: dict) -> dict:
         raise bad("lr_decay", f"a number in (0, 1) for lr_schedule {o['lr_schedule']}")
     if o["lr_schedule"] == "step" and not o["lr_milestones"]:
         raise bad("lr_milestones", "a non-empty list of integers >= 1 for lr_schedule step")
-    if o["lr_schedule"] != "step" and o["lr_milestones"]:
-        raise bad("lr_milestones", "[] unless lr_schedule is step")
+    for key in sorted(set(USES["step"] + USES["exponential"]) - set(USES[o["lr_schedule"]])):
+        if key in d:
+            users = [k for k, used in USES.items() if key in used]
+            raise ValueError(f"training {key}={d[key]!r}: allowed: leave it out unless "
+                             f"lr_schedule is {' or '.join(users)} (lr_schedule "
+                             f"{o['lr_schedule']} does not use it)")
+    if len(set(ms)) != len(ms):
+        raise bad("lr_milestones", "distinct milestones (each one multiplies the lr by "
+                                   "lr_step_factor once more)")
+    steps = d.get("steps")
+    if _is_int(steps, 1) and o["lr_milestone_unit"] == "step" and ms and max(ms) >= steps:
+        raise bad("lr_milestones", f"steps before the last step {steps - 1} (steps: {steps}), "
+                                   "or the milestone never applies")
+    if _is_int(steps, 1) and o["warmup_steps"] > steps:
+        raise bad("warmup_steps", f"at most the run's {steps} steps")
+    try:
+        lr = d["lr"] if _is_number(d.get("lr")) else 1.0
+        top = lr * max(1.0, o["lr_step_factor"] ** len(ms))
+    except OverflowError:
+        top = math.inf
+    if not math.isfinite(top):
+        raise bad("lr_step_factor", f"a factor whose power {len(ms)} (the milestones) times lr "
+                                    "is a finite float")
     return o
 
 

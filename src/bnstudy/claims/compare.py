@@ -1,0 +1,81 @@
+"""Two ledgers side by side: the rows whose verdicts or effects differ.
+
+``python -m bnstudy compare A B`` reads ``A/tables/claims.parquet`` and ``B/tables/claims.parquet``
+(two results directories: the same study before and after a code change, on the CPU and on a
+GPU, at two seed counts) and prints every ledger row that is in one and not the other, or whose
+verdict, adjusted verdict or effect differs (effects within ``tol`` of each other, relative to
+the larger magnitude, count as equal; ``tol=0`` asks for identical numbers). The exit status is
+0 when nothing differs and 1 otherwise, like ``diff``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+KEY = ("claim_id", "experiment", "dataset", "model", "norm", "baseline")
+VERDICTS = ("verdict", "adjusted_verdict")
+
+
+def _keyed(ledger: pd.DataFrame) -> pd.DataFrame:
+    d = ledger.copy()
+    for k in KEY:
+        d[k] = d[k].fillna("").astype(str) if k in d else ""
+    return d.drop_duplicates(list(KEY)).set_index(list(KEY))
+
+
+def _same_effect(a, b, tol: float) -> bool:
+    a, b = (float("nan") if x is None or pd.isna(x) else float(x) for x in (a, b))
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return abs(a - b) <= tol * max(abs(a), abs(b))
+
+
+def compare(a: pd.DataFrame, b: pd.DataFrame, tol: float = 1e-9) -> pd.DataFrame:
+    """One row per ledger row that differs: its key, ``what`` differs, and both sides'
+    verdicts and effects (``_a``, ``_b``)."""
+    ka, kb = _keyed(a), _keyed(b)
+    rows = []
+    for key in sorted(set(ka.index) | set(kb.index)):
+        ra = ka.loc[key] if key in ka.index else None
+        rb = kb.loc[key] if key in kb.index else None
+        what = []
+        if ra is None or rb is None:
+            what.append("only in A" if rb is None else "only in B")
+        else:
+            what += [v.replace("_", " ") for v in VERDICTS
+                     if v in ka.columns and v in kb.columns and ra[v] != rb[v]]
+            if not _same_effect(ra.get("effect"), rb.get("effect"), tol):
+                what.append("effect")
+        if what:
+            row = dict(zip(KEY, key, strict=True))
+            row["what"] = ", ".join(what)
+            for side, r in (("a", ra), ("b", rb)):
+                for col in ("verdict", "effect", "ci_low", "ci_high", "n_seeds"):
+                    row[f"{col}_{side}"] = None if r is None else r.get(col)
+            rows.append(row)
+    return pd.DataFrame(rows, columns=[*KEY, "what", *(f"{c}_{s}" for s in "ab" for c in (
+        "verdict", "effect", "ci_low", "ci_high", "n_seeds"))])
+
+
+def _fmt(x) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x:+.3g}" if isinstance(x, float) else str(x)
+
+
+def text(diff: pd.DataFrame, a: str, b: str) -> str:
+    """The differences as lines a reader can scan."""
+    if diff.empty:
+        return f"no differences between {a} and {b}"
+    lines = [f"{len(diff)} ledger row(s) differ between A = {a} and B = {b}:"]
+    for _, r in diff.iterrows():
+        where = ": ".join(x for x in (r["experiment"], r["norm"]) if x)
+        vs = f" vs {r['baseline']}" if r["baseline"] else ""
+        lines.append(f"- {r['claim_id']} [{where}{vs}] ({r['what']}): "
+                     f"A {_fmt(r['verdict_a'])} {_fmt(r['effect_a'])} "
+                     f"[{_fmt(r['ci_low_a'])}, {_fmt(r['ci_high_a'])}], "
+                     f"B {_fmt(r['verdict_b'])} {_fmt(r['effect_b'])} "
+                     f"[{_fmt(r['ci_low_b'])}, {_fmt(r['ci_high_b'])}]")
+    return "\n".join(lines)
