@@ -14,11 +14,12 @@
   Such runs are data: they stay in the row, and the row's note says how many of the compared
   arms' seeds are at chance (or diverged) from which step.
 - Luo §5 rows: a learning-rate warm-up (the training table's ``lr`` rising over the first
-  evaluation steps) is not in Luo et al.'s protocol, and the note says so; the batch-size rows
-  note that the two batch sizes run different learning-rate paths (final lr and summed lr over
-  the evaluation steps), a confound of ``luo_gamma_batch`` until a control arm with the same
-  summed learning rate (within ``SUMMED_LR_MATCH``) separates batch noise from the schedule; a
-  row whose two experiments match in summed lr says it controls the confound.
+  evaluation steps) is not in Luo et al.'s protocol, and the note says so; the rows that pair
+  two experiments (batch size, dropout: ``CONFOUND_CLAIMS``) note whether the two ran different
+  learning-rate paths (final lr and summed lr over the evaluation steps), a confound until a
+  control arm with the same summed learning rate (within ``SUMMED_LR_MATCH``) separates what
+  the contrast varies from the schedule; a row whose two experiments match in summed lr says it
+  controls the confound.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import pandas as pd
 CHANCE_SLACK = 0.1
 BEYOND = "beyond the paper"
 RUN = ["experiment", "norm", "seed"]
-CONFOUND_CLAIMS = ("luo_gamma_batch",)
+CONFOUND_CLAIMS = ("luo_gamma_batch", "luo_large_batch", "luo_dropout")
 SUMMED_LR_MATCH = 0.1  # summed learning rates within 10% of each other: the schedule matched
 
 
@@ -110,16 +111,16 @@ def _summed(lr: pd.Series) -> float:
 def _confound_note(training: pd.DataFrame, arm: str, base: str, norm: str) -> str:
     paths = {e: _lr_path(training, e, norm) for e in (arm, base)}
     if not all(len(p) > 1 for p in paths.values()):
-        return ("confound, not controlled: the two batch sizes may follow different "
+        return ("confound, not controlled: the two experiments may follow different "
                 "learning-rate paths under a per-step schedule (no training table to check)")
     (fa, sa), (fb, sb) = ((p.iloc[-1], _summed(p)) for p in paths.values())
     nums = (f"final lr {fa:.3g} at {arm} vs {fb:.3g} at {base}; summed lr about {sa:.3g} vs "
             f"{sb:.3g}, trapezoid over the evaluation steps")
     if abs(sa - sb) <= SUMMED_LR_MATCH * max(sa, sb):
         return f"summed lr matched ({nums}): this row controls the schedule confound"
-    return (f"confound, not controlled: the two batch sizes follow different learning-rate paths "
-            f"({nums}), so gamma^2's growth is not attributed to the batch noise alone; a "
-            "control arm at the same summed lr separates the two")
+    return (f"confound, not controlled: the two experiments follow different learning-rate "
+            f"paths ({nums}), so the difference is not attributed to what the contrast varies "
+            "alone; a control arm at the same summed lr separates the two")
 
 
 def _is_resnet(table: pd.DataFrame | None, exp: str, model: str) -> bool:

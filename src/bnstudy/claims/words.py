@@ -25,8 +25,8 @@ def _finite(*xs) -> bool:
 
 
 def _ratio(x: float) -> str:
-    r = math.exp(x)
-    return f"{r:.2g}x" if r < 10 else f"{r:.0f}x"
+    r = math.exp(x)  # three figures near 1 (1.04x), two elsewhere (0.26x), whole from 10x
+    return f"{r:.3g}x" if 0.5 <= r < 2 else f"{r:.2g}x" if r < 10 else f"{r:.0f}x"
 
 
 def _show(x: float, scale: str) -> str:
