@@ -8,8 +8,9 @@ import pytest
 import torch
 from torch import nn
 
+from bnstudy import provenance
 from bnstudy.networks import models, pooling
-from bnstudy.train import determinism, loop
+from bnstudy.train import loop
 
 
 def _old_pooling(net: nn.Module) -> nn.Module:
@@ -82,8 +83,8 @@ def test_resolving_the_cpu_leaves_global_settings_alone():
     before = torch.are_deterministic_algorithms_enabled()
     assert loop.resolve_device("cpu").type == "cpu"
     assert torch.are_deterministic_algorithms_enabled() == before
-    s = determinism.settings()
-    assert set(s) == {"deterministic_algorithms", "tf32", "precision"}
+    s = provenance.precision()
+    assert set(s) == {"deterministic_algorithms", "tf32"}
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -120,6 +120,13 @@ def aggregate(inputs: list[str | Path], out: str | Path, grid: dict | None = Non
     return df
 
 
+def t_half_width(sd: float, n: int, level: float) -> float:
+    """The half-width of the two-sided Student-t confidence interval at ``level`` of a mean of
+    ``n`` values with standard deviation ``sd`` (the one interval the tables, figures and the
+    claims ledger use)."""
+    return float(stats.t.ppf(0.5 + level / 2, n - 1) * sd / np.sqrt(n))
+
+
 def mean_ci(values, level: float = 0.95) -> tuple[float, float, float, int]:
     """Mean, and the half-width of the Student-t confidence interval, over finite values."""
     v = np.asarray(values, dtype=float)
@@ -130,7 +137,7 @@ def mean_ci(values, level: float = 0.95) -> tuple[float, float, float, int]:
     m = float(v.mean())
     if n == 1:
         return m, float("nan"), float("nan"), 1
-    half = float(stats.t.ppf(0.5 + level / 2, n - 1) * v.std(ddof=1) / np.sqrt(n))
+    half = t_half_width(float(v.std(ddof=1)), n, level)
     return m, m - half, m + half, n
 
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+from bnstudy.tables import t_half_width
 
 RULES = ("less", "more", "no_less", "no_more", "equivalent")
 
@@ -63,7 +64,7 @@ def paired_effect(a: pd.Series, b: pd.Series, level: float) -> dict:
            "cohens_dz": np.nan, "effect_sd": np.nan, "n_seeds": n}
     if n >= 2:
         sd = float(diff.std(ddof=1))
-        half = float(stats.t.ppf(0.5 + level / 2, n - 1) * sd / np.sqrt(n))
+        half = t_half_width(sd, n, level)
         out.update(ci_low=out["effect"] - half, ci_high=out["effect"] + half, effect_sd=sd,
                    cohens_dz=(out["effect"] / sd if sd > 0 else np.inf * np.sign(out["effect"])
                               if out["effect"] != 0 else np.nan))

@@ -38,6 +38,7 @@ import numpy as np
 from scipy import stats
 
 from bnstudy.claims.rules import RULES, verdict
+from bnstudy.tables import t_half_width
 
 SPENDING = ("equal", "linear")
 CODES = {1: "supported", -1: "not supported", 0: "inconclusive"}
@@ -131,7 +132,7 @@ def decide(rule: str, diffs, rounds, margin: float = 0.0, level: float = 0.95,
     n, lo, hi = len(x), np.nan, np.nan
     mean = float(x.mean()) if n else np.nan
     if n >= 2:
-        half = float(stats.t.ppf(1 - alphas[k] / 2, n - 1) * x.std(ddof=1) / np.sqrt(n))
+        half = t_half_width(float(x.std(ddof=1)), n, 1 - float(alphas[k]))
         lo, hi = mean - half, mean + half
     return Decision(rule, float(margin), rounds, k, n, mean, lo, hi, 1 - float(alphas[k]),
                     float(level), verdict(rule, lo, hi, margin))
@@ -152,7 +153,7 @@ def decide_summary(rule: str, effect: float, sd: float, n_seeds: int, rounds, lo
         raise ValueError(f"{n_seeds} seeds at look {look} exceed its planned {rounds[look]}")
     lo = hi = np.nan
     if n_seeds >= 2 and np.isfinite(effect) and np.isfinite(sd):
-        half = float(stats.t.ppf(1 - alphas[look] / 2, n_seeds - 1) * sd / np.sqrt(n_seeds))
+        half = t_half_width(float(sd), int(n_seeds), 1 - float(alphas[look]))
         lo, hi = effect - half, effect + half
     return Decision(rule, float(margin), rounds, look, int(n_seeds), float(effect), lo, hi,
                     1 - float(alphas[look]), float(level), verdict(rule, lo, hi, margin))

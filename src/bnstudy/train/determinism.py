@@ -9,8 +9,8 @@ workspaces), and TF32 matmuls move ICS's gradient differences and small-step smo
 (an op without a deterministic CUDA kernel then raises instead of silently differing; the
 models pool globally with :mod:`bnstudy.networks.pooling`, whose backward is deterministic),
 sets the cuBLAS workspace that determinism needs, turns cuDNN's autotuner off and TF32 off.
-``BNSTUDY_TF32=1`` in the environment allows TF32 (faster, not exact); :func:`settings` is what
-the provenance of a table records.
+``BNSTUDY_TF32=1`` in the environment allows TF32 (faster, not exact); a table's provenance
+records the settings in force (:func:`bnstudy.provenance.precision`).
 """
 
 from __future__ import annotations
@@ -35,9 +35,3 @@ def configure(device: torch.device) -> None:
     tf32 = tf32_allowed()
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
-
-
-def settings() -> dict:
-    """The precision settings in force (for provenance)."""
-    return {"deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
-            "tf32": bool(torch.backends.cuda.matmul.allow_tf32), "precision": "fp32"}
