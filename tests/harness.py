@@ -137,7 +137,7 @@ def snakemake(project: Path, *args: str, timeout: float = 900, extra_path=None,
     return proc
 
 
-_RULE = re.compile(r"^(?:local)?rule (\w+):$")
+_RULE = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
 _FIELD = re.compile(r"^(reason|wildcards|input|output|log): (.*)$")
 
 

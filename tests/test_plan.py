@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bnstudy import codeversion, measures, plan, study
+from bnstudy import codeversion, measures, plan, study, tables
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,7 +25,7 @@ def luo():
     return plan.Plan(study.check(study.load([ROOT / "config/studies/luo.yaml"]), local=False))
 
 
-def test_one_measure_job_per_experiment_over_all_of_its_runs(default):
+def test_one_measure_job_per_block_of_an_experiments_seeds(default):
     cfg = default.config
     for m in default.measures:
         exps = default.measure_experiments(m)
@@ -34,11 +34,15 @@ def test_one_measure_job_per_experiment_over_all_of_its_runs(default):
             kind = cfg["datasets"][cfg["experiments"][e]["dataset"]]["kind"]
             assert measures.REGISTRY[m].applies_to(kind)
             n = len(cfg["experiments"][e]["norms"]) * len(cfg["experiments"][e]["seeds"])
-            assert len(default.checkpoints(e)) == n
-            assert all(p.endswith("checkpoints.pt") for p in default.checkpoints(e))
+            for block in default.blocks(e):
+                label = tables.seeds_label(block)
+                files = default.checkpoints(e, label)
+                assert len(files) == n * len(block) // len(cfg["experiments"][e]["seeds"])
+                assert all(p.endswith("checkpoints.pt") for p in files)
         outs = default.measure_outputs(m)
         assert list(outs) == list(measures.REGISTRY[m].tables)
-        assert all(p.endswith(f"runs/{{experiment}}/{t}.parquet") for t, p in outs.items())
+        assert all(p.endswith(f"runs/{{experiment}}/seeds{{block}}/{t}.parquet")
+                   for t, p in outs.items())
     # teacher_student applies only to teacher-student data
     assert all(default.dataset_kind(e) == "teacher_student"
                for e in default.measure_experiments("teacher_student"))
@@ -60,7 +64,8 @@ def test_tables_and_their_parts(default):
     for t, m in default.table_measure.items():
         assert default.table_level(t) == "experiment"
         assert default.table_inputs(t) == [
-            default.experiment_file(e, f"{t}.parquet") for e in default.measure_experiments(m)]
+            tables.block_file(default.results, e, b, f"{t}.parquet")
+            for e in default.measure_experiments(m) for b in default.blocks(e)]
         assert sorted(json.loads(default.table_grid(t))) == sorted(default.measure_experiments(m))
 
 
@@ -138,3 +143,81 @@ def test_code_version_changes_with_a_module_it_imports(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="nope.py"):
         codeversion.closure(["nope.py"])
     codeversion.package_imports.cache_clear()
+
+
+# -- replication rounds ------------------------------------------------------------------------
+
+def _replicated(default, **policies) -> plan.Plan:
+    cfg = json.loads(json.dumps(default.config))
+    for e, p in policies.items():
+        cfg["experiments"][e]["replication"] = p
+    return plan.Plan(cfg)
+
+
+def _reader(records: dict):
+    """A round reader over ``{k: {experiment: continue}}``; a missing round raises as
+    Snakemake's checkpoint does (the test's stand-in: LookupError)."""
+    def read(k):
+        if k not in records:
+            raise LookupError(f"round {k}")
+        return {"experiments": {e: {"continue": c} for e, c in records[k].items()}}
+    return read
+
+
+def test_rounds_walk_until_no_experiment_goes_on(default):
+    p = _replicated(default, star={"rounds": [3, 6, 12]}, digits={"rounds": [3, 5]})
+    assert p.max_rounds == 3 and p.runs[:3] == [("star", "none", 0), ("star", "none", 1),
+                                                ("star", "none", 2)]
+    p.use_rounds(_reader({}))
+    with pytest.raises(LookupError):  # round 0 is due first
+        p.looks()
+    assert p.state(0) == {"star": 0, "digits": 0}
+    p.use_rounds(_reader({0: {"star": True, "digits": False}}))
+    with pytest.raises(LookupError):  # star goes on: round 1 is due
+        p.looks()
+    assert p.state(1) == {"star": 1, "digits": 0}
+    grid = p.grid(["star", "digits", "dln"], p.state(1))
+    assert grid["star"]["seeds"] == [0, 1, 2, 3, 4, 5]
+    assert grid["star"]["blocks"] == [[0, 1, 2], [3, 4, 5]]
+    assert grid["digits"]["blocks"] == [[0, 1, 2]] and grid["dln"]["blocks"] == [[0, 1, 2]]
+    p.use_rounds(_reader({0: {"star": True, "digits": False}, 1: {"star": True},
+                          2: {"star": True}}))
+    assert p.looks() == {"star": 2, "digits": 0}  # the last planned round ends it
+    assert [f.rsplit("/", 1)[1] for f in p.round_files()] == [
+        "round0.json", "round1.json", "round2.json"]
+    assert p.seeds("star") == list(range(12)) and p.seeds("digits") == [0, 1, 2]
+    assert p.blocks("star") == [[0, 1, 2], [3, 4, 5], list(range(6, 12))]
+    # a round's inputs are its state's parts; its arguments name the plans
+    inputs = p.round_inputs(1)
+    assert any("runs/star/seeds3-5/smoothness.parquet" in f for f in inputs)
+    assert not any("seeds6-11" in f for f in inputs)
+    args = p.job_arguments("round1")
+    assert json.loads(args[args.index("--plans") + 1])["star"]["rounds"] == [3, 6, 12]
+    assert [f.rsplit("/", 1)[1] for f in p.job_rounds("round1")] == ["round0.json"]
+    assert len(p.job_rounds("aggregate_training")) == 3 and p.job_rounds("report") == []
+    assert plan.REPLICATION + ".parquet" in " ".join(p.all_tables())
+
+
+def test_a_block_must_be_one_the_plan_can_ask_for(default):
+    p = _replicated(default, star={"rounds": [3, 6]})
+    assert p.block_grid("star", "3-5")["star"]["seeds"] == [3, 4, 5]
+    assert p.block_grid("dln", "0-2")["dln"]["seeds"] == [0, 1, 2]
+    for bad in ("0-5", "3-4", "7", "x"):
+        with pytest.raises(ValueError, match="block"):
+            p.block_grid("star", bad)
+
+
+def test_a_study_without_policies_has_no_rounds(default):
+    assert default.policies == {} and default.looks() == {} and default.round_files() == []
+    assert not any("replication" in t for t in default.all_tables())
+    assert default.job_rounds("aggregate_training") == []
+
+
+def test_seed_labels_round_trip():
+    for seeds in ([0], [0, 1, 2], [3, 4, 5, 9], [0, 2, 4], list(range(12, 24))):
+        label = tables.seeds_label(seeds)
+        assert tables.label_seeds(label) == seeds and "/" not in label
+    assert tables.seeds_label([5, 3, 4, 0]) == "0_3-5"
+    for bad in ("", "3-1", "1_0", "a", "1--2"):
+        with pytest.raises(ValueError):
+            tables.label_seeds(bad)

@@ -72,3 +72,38 @@ def test_missing_ledger_columns_are_named():
     with pytest.raises(ValueError, match="effect_sd"):
         continuing(pd.DataFrame(columns=["claim_id", "experiment", "effect", "n_seeds"]),
                    RULES, {}, 0)
+
+
+# -- the ledger at a stopping look ---------------------------------------------------------------
+
+def test_rows_over_a_replicated_experiment_are_read_at_their_looks_level():
+    """A row whose experiment stopped at a sequential look has the look's (wider) interval, its
+    verdict read from it, and its p-value scaled by alpha / alpha_k before Holm: decisive at the
+    fixed level, inconclusive at the look's (the old code read every row at the fixed level)."""
+    from test_claims import _ics
+
+    from bnstudy.claims import ledger as claims
+
+    table = _ics([5e-3, 4.2e-3, 5.9e-3, 5.1e-3], [5e-3, 4e-3, 6e-3, 5e-3])
+    fixed = claims.evaluate({"ics": table}).set_index("claim_id").loc["ics_grad"]
+    levels = sq.interval_levels({"e": {"rounds": [4, 8, 16]}}, {"e": 4})
+    assert levels == {"e": pytest.approx(1 - 0.05 / 3)}
+    seq = claims.evaluate({"ics": table}, levels=levels).set_index("claim_id").loc["ics_grad"]
+    assert fixed["interval_level"] == 0.95 and seq["interval_level"] == pytest.approx(levels["e"])
+    assert seq["ci_low"] < fixed["ci_low"] and seq["ci_high"] > fixed["ci_high"]
+    assert seq["effect"] == fixed["effect"]
+    assert seq["p_value"] == pytest.approx(min(1.0, 3 * fixed["p_value"]))
+    half = sq.t_half_width(seq["effect_sd"], 4, levels["e"])
+    assert seq["ci_high"] - seq["effect"] == pytest.approx(half)
+    # the verdict follows the look's interval (rules.verdict), not the fixed one
+    from bnstudy.claims.rules import verdict
+    assert seq["verdict"] == verdict("no_less", seq["ci_low"], seq["ci_high"], np.log(1.25))
+    # an experiment that is not replicated keeps the fixed level
+    other = claims.evaluate({"ics": table}, levels={"f": 0.9}).set_index("claim_id")
+    assert other.loc["ics_grad", "interval_level"] == 0.95
+
+
+def test_an_experiment_with_fewer_seeds_than_its_first_round_has_no_look():
+    assert sq.interval_levels({"e": {"rounds": [3, 6]}}, {"e": 2}) == {}
+    assert sq.interval_levels({"e": {"rounds": [3, 6], "spending": "linear"}},
+                              {"e": 6}) == {"e": pytest.approx(1 - 0.05 * 3 / 6)}

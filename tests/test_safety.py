@@ -107,13 +107,13 @@ def test_aggregation_runs_with_a_hostile_path(project):
     results = "x;touch PWNED;`touch PWNED`$(touch PWNED) y/"
     norm = os.path.normpath(results)
     snakemake(project, "--cores", "2", f"{norm}/tables/training.parquet",
-              f"{norm}/runs/dln/generalization.parquet", "--config", f"results={results}")
+              f"{norm}/runs/dln/seeds0/generalization.parquet", "--config", f"results={results}")
     df = pd.read_parquet(project / norm / "tables" / "training.parquet")
     assert sorted(set(df["norm"])) == ["batchnorm", "none"]
     assert (project / norm / "logs" / "aggregate" / "training.log").is_file()
-    ge = pd.read_parquet(project / norm / "runs" / "dln" / "generalization.parquet")
+    ge = pd.read_parquet(project / norm / "runs" / "dln" / "seeds0" / "generalization.parquet")
     assert ge[["experiment", "norm", "seed"]].values.tolist() == [["dln", "batchnorm", 0]]
-    assert (project / norm / "logs" / "generalization" / "dln.log").is_file()
+    assert (project / norm / "logs" / "generalization" / "dln" / "seeds0.log").is_file()
     assert not _marks(project.parent)
 
 

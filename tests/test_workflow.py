@@ -13,7 +13,7 @@ import pytest
 import yaml
 from harness import dry_run, job_counts, snakemake, tiny_config, write_config
 
-from bnstudy import io, measures, study
+from bnstudy import io, measures, study, tables
 from bnstudy.plan import Plan
 
 TRAINING_COLUMNS = ["dataset", "model", "norm", "seed", "step", "split", "loss", "accuracy",
@@ -82,18 +82,21 @@ def plan(project) -> Plan:
 
 @pytest.mark.workflow
 def test_one_job_per_measure_and_experiment_writing_experiment_tables(full_plan, plan):
-    """Each measure is a rule named like it, with one job per experiment it runs on, writing
-    ``runs/<experiment>/<table>.parquet`` for each of its tables and logging to
-    ``logs/<measure>/<experiment>.log``; each figure family one ``plot_<family>`` job."""
+    """Each measure is a rule named like it, with one job per block of seeds of each experiment
+    it runs on (the tiny study replicates nothing: one block of all seeds), writing
+    ``runs/<experiment>/seeds<block>/<table>.parquet`` for each of its tables and logging to
+    ``logs/<measure>/<experiment>/seeds<block>.log``; each figure family one ``plot_<family>``
+    job."""
     for m in plan.measures:
         jobs = [j for j in full_plan if j["rule"] == m]
         assert sorted(j["wildcards"]["experiment"] for j in jobs) == sorted(
             plan.measure_experiments(m)), m
         for j in jobs:
-            e = j["wildcards"]["experiment"]
+            e, b = j["wildcards"]["experiment"], j["wildcards"]["block"]
+            assert b == tables.seeds_label(plan.experiments[e]["seeds"]), j
             assert sorted(j["output"]) == sorted(
-                f"results/runs/{e}/{t}.parquet" for t in measures.REGISTRY[m].tables), j
-            assert j["log"] == [f"results/logs/{m}/{e}.log"], j
+                f"results/runs/{e}/seeds{b}/{t}.parquet" for t in measures.REGISTRY[m].tables), j
+            assert j["log"] == [f"results/logs/{m}/{e}/seeds{b}.log"], j
             # the job reads every checkpoint of its experiment's runs, and nothing per run else
             x = plan.experiments[e]
             assert sorted(f for f in j["input"] if f.endswith(".pt")) == sorted(
@@ -113,9 +116,11 @@ def test_run_folders_hold_only_training_files(local, plan):
     per_run = {p.name for e, n, s in plan.runs for p in (runs / e / n / f"seed{s}").iterdir()}
     assert per_run == {"checkpoints.pt", "history.parquet"}
     for e in plan.experiments:
-        tables = {p.name for p in (runs / e).glob("*.parquet")}
-        assert tables == {f"{t}.parquet" for m in plan.experiment_measures(e)
-                          for t in measures.REGISTRY[m].tables}, e
+        label = tables.seeds_label(plan.experiments[e]["seeds"])
+        assert not list((runs / e).glob("*.parquet")), e
+        found = {p.name for p in (runs / e / f"seeds{label}").glob("*.parquet")}
+        assert found == {f"{t}.parquet" for m in plan.experiment_measures(e)
+                         for t in measures.REGISTRY[m].tables}, e
 
 
 @pytest.mark.workflow

@@ -156,17 +156,42 @@ def cmd_analysis(a) -> None:
 def cmd_claims(a) -> None:
     from pathlib import Path
 
+    import pandas as pd
+
     from bnstudy import io
     from bnstudy.claims import ledger as claims
+    from bnstudy.claims import sequential
 
     frames = {Path(p).stem: io.read_table(p) for p in a.tables}
-    ledger = claims.evaluate(frames, level=a.ci)
+    ran = frames.get("training", pd.DataFrame(columns=["experiment", "seed"]))
+    seeds = ran.groupby("experiment")["seed"].nunique().to_dict() if len(ran) else {}
+    levels = sequential.interval_levels(a.plans, seeds, a.ci)
+    ledger = claims.evaluate(frames, level=a.ci, levels=levels)
     hashes = [io.read_provenance(p).get("config_hash") for p in a.tables]
     io.write_table(ledger, a.out, io.provenance(io.stable_hash([hashes, a.ci]), "cpu"))
     counts = ledger["verdict"].value_counts().to_dict()
     adjusted = ledger["adjusted_verdict"].value_counts().to_dict()
     log.info("claims ledger: %d rows, verdicts %s, adjusted (Holm) %s", len(ledger), counts,
              adjusted)
+
+
+def cmd_replication_round(a) -> None:
+    from bnstudy.replication import rounds
+
+    record = rounds.decide(a.results, a.round, a.grid, a.tables, a.plans, a.ci)
+    rounds.write(record, a.out)
+    for e, x in record["experiments"].items():
+        if x["open"]:
+            log.info("round %d: %s at %d seeds: %s (%d undecided rows)", a.round, e,
+                     x["n_seeds"], "continues" if x["continue"] else "stops",
+                     len(x["undecided"]))
+
+
+def cmd_replication_table(a) -> None:
+    from bnstudy.replication import rounds
+
+    df = rounds.table(a.rounds, a.out)
+    log.info("replication table: %d rows over %d rounds", len(df), len(a.rounds))
 
 
 def cmd_aggregate(a) -> None:
@@ -234,6 +259,8 @@ COMMANDS = {"list": cmd_list, "check": cmd_check, "verify": cmd_verify,
             "prepare-data": cmd_prepare_data,
             "train": cmd_train, "measure": cmd_measure, "analysis": cmd_analysis,
             "claims": cmd_claims, "ledger": cmd_ledger, "aggregate": cmd_aggregate,
+            "replication-round": cmd_replication_round,
+            "replication-table": cmd_replication_table,
             "plot": cmd_plot, "report": cmd_report, "variance": cmd_variance,
             "compare": cmd_compare}
 

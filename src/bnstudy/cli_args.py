@@ -101,7 +101,28 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--tables", nargs="+", required=True,
                    help="the aggregated tables the claims read")
     s.add_argument("--ci", type=float, default=0.95, help="confidence level of the intervals")
+    s.add_argument("--plans", type=json_arg, default={},
+                   help='the replicated experiments\' planned rounds as JSON, {"<experiment>": '
+                        '{"rounds": [...], "spending": ...}}: their rows are read at the level of '
+                        'the look they stopped at')
     s.add_argument("--out", required=True, help="the claims ledger (.parquet)")
+
+    s = sub.add_parser("replication-round", help="one replication round: the ledger of the "
+                       "study as it stands and which experiments get the next round's seeds")
+    s.add_argument("--results", required=True, help="the results directory")
+    s.add_argument("--round", type=int, required=True, help="the round (0-based)")
+    s.add_argument("--grid", type=json_arg, required=True,
+                   help="every experiment's runs and blocks at this round, as JSON")
+    s.add_argument("--tables", type=json_arg, required=True,
+                   help='the tables as JSON, {"<table>": {"file", "level", "experiments"}}')
+    s.add_argument("--plans", type=json_arg, required=True,
+                   help="the replicated experiments' planned rounds, as JSON")
+    s.add_argument("--ci", type=float, default=0.95, help="overall level of the intervals")
+    s.add_argument("--out", required=True, help="the round file (.json)")
+
+    s = sub.add_parser("replication-table", help="gather the round files into one table")
+    s.add_argument("--rounds", nargs="+", required=True, help="the round files, in order")
+    s.add_argument("--out", required=True, help="the table (.parquet)")
 
     s = sub.add_parser("ledger", help="print a study's claims ledger as Markdown, or rewrite "
                        "the ledger blocks of a Markdown file (the README) from the ledgers")
@@ -128,7 +149,8 @@ def parser() -> argparse.ArgumentParser:
                    help='the runs as JSON: {"<experiment>": {"norms": [...], "seeds": [...], '
                         '"axes": {...}}}; the axes become columns')
     s.add_argument("--level", choices=["run", "experiment"], default="run",
-                   help="whether the parts are per-run files or per-experiment files")
+                   help="whether the parts are per-run files or per-block files (a measure's "
+                        "table over one block of an experiment's seeds)")
     s.add_argument("--out", required=True, help="the aggregated table (.parquet)")
 
     s = sub.add_parser("plot", help="draw every figure of one figure family from its tables")

@@ -9,9 +9,16 @@ Jobs (see the README's job table):
 
 - ``prepare_data``: one per dataset an experiment uses;
 - ``train``: one per run (experiment x normalizer x seed);
-- each measure: one job per experiment that runs it, over all of the experiment's runs (the work
-  per run is seconds, the start-up of a torch process is too); it writes one file per table
-  under ``runs/<experiment>/``;
+- each measure: one job per block of an experiment's seeds, over every normalizer of those
+  seeds (the work per run is seconds, the start-up of a torch process is too); it writes one
+  file per table under ``runs/<experiment>/seeds<block>/``. An experiment is one block of its
+  seeds, or, with a replication policy, one block per round (the round's new seeds), so a round
+  trains and measures only its new runs;
+- ``replication_round`` (a checkpoint) per round of a study with replication policies: the
+  ledger of the study as it stands and which experiments get the next round's seeds
+  (:mod:`bnstudy.replication.rounds`); the plan reads the round files back
+  (:meth:`bnstudy.replication.schedule.Rounds.looks`) to decide what the next round, the tables and the report hold;
+  ``replication_table`` gathers them;
 - ``aggregate``: one per table, the study-wide table with each experiment's sweep axes as
   columns;
 - each figure family: one job drawing all of its figures;
@@ -35,6 +42,7 @@ from functools import cached_property
 
 from bnstudy import analyses, measures, plots, tables
 from bnstudy.codeversion import code_version
+from bnstudy.replication.schedule import Rounds
 
 # The package modules each fixed stage's command imports (entries of its code hash).
 STAGE_CODE = {
@@ -46,8 +54,10 @@ STAGE_CODE = {
     "report": ("report/build.py", "tables.py", "io.py", "plots/__init__.py"),
     "analyses": ("analyses/__init__.py", "io.py"),
     "claims": ("claims/ledger.py", "io.py"),
+    "rounds": ("replication/rounds.py", "io.py"),
 }
 HISTORY = "training"  # the table of training histories (per-run files history.parquet)
+REPLICATION = "replication"  # the table of replication rounds (tables/replication.parquet)
 
 
 def _json(value) -> str:
@@ -74,7 +84,7 @@ def write_arguments(path: str, arguments: list[str], log: str | None = None) -> 
 
 
 @dataclass
-class Plan:
+class Plan(Rounds):
     """The jobs of one study: ``config`` is the flat config :func:`bnstudy.study.check`
     returned, ``results`` its results directory (normalised: one spelling per path)."""
 
@@ -84,6 +94,7 @@ class Plan:
         self.results = os.path.normpath(self.config["results"])
         self.experiments = self.config["experiments"]
         self.axes = self.config.get("sweep_axes", {})
+        self.use_rounds(self._read_round_file)
         plots.load_all()
 
     # -- paths -----------------------------------------------------------------------------
@@ -96,14 +107,13 @@ class Plan:
     def run_file(self, experiment, norm, seed, name: str) -> str:
         return tables.run_file(self.results, experiment, norm, seed, name)
 
-    def experiment_file(self, experiment, name: str) -> str:
-        return tables.experiment_file(self.results, experiment, name)
-
     # -- runs and measures -------------------------------------------------------------------
     @cached_property
     def runs(self) -> list[tuple[str, str, int]]:
+        """The declared runs (a replicated experiment's: its first round's)."""
         return [(e, n, s) for e, x in self.experiments.items() for n in x["norms"]
-                for s in x["seeds"]]
+                for s in (self.policies[e].seeds(x["seeds"], 0) if e in self.policies
+                          else x["seeds"])]
 
     def dataset_kind(self, experiment: str) -> str:
         return self.config["datasets"][self.experiments[experiment]["dataset"]]["kind"]
@@ -136,16 +146,35 @@ class Plan:
         return sorted(self.config.get("analyses", {}))
 
     # -- per-job values ----------------------------------------------------------------------
-    def grid(self, experiments) -> dict:
-        """``{experiment: {"norms", "seeds"[, "axes"]}}``: the runs (and sweep axes) of the
-        given experiments, as the aggregate and measure commands take them."""
+    def grid(self, experiments, looks: dict[str, int] | None = None) -> dict:
+        """``{experiment: {"norms", "seeds", "blocks"[, "axes"]}}``: the runs, blocks of seeds
+        (and sweep axes) of the given experiments, as the aggregate and measure commands take
+        them; a replicated experiment's at ``looks`` (default: where it stopped)."""
+        if looks is None and any(e in self.policies for e in experiments):
+            looks = self.looks()
         out = {}
         for e in experiments:
-            x = self.experiments[e]
-            out[e] = {"norms": list(x["norms"]), "seeds": list(x["seeds"])}
+            look = None if e not in self.policies else looks[e]
+            blocks = self.blocks(e, look)
+            out[e] = {"norms": list(self.experiments[e]["norms"]),
+                      "seeds": [s for b in blocks for s in b], "blocks": blocks}
             if e in self.axes:
                 out[e]["axes"] = self.axes[e]
         return out
+
+    def block_grid(self, experiment: str, label: str) -> dict:
+        """The grid of one block of an experiment's seeds (a measure job's runs)."""
+        seeds = tables.label_seeds(label)
+        policy = self.policies.get(experiment)
+        planned = ([self.seeds(experiment)] if policy is None else
+                   self.blocks(experiment, len(policy.rounds) - 1))
+        if seeds not in planned:
+            raise ValueError(f"seeds {label!r} are not a block of experiment {experiment!r}; "
+                             f"its blocks: {[tables.seeds_label(b) for b in planned]}")
+        out = {"norms": list(self.experiments[experiment]["norms"]), "seeds": seeds}
+        if experiment in self.axes:
+            out["axes"] = self.axes[experiment]
+        return {experiment: out}
 
     def run_spec(self, experiment: str, norm: str, seed) -> str:
         """Everything that determines a training run, and nothing else (JSON)."""
@@ -161,27 +190,32 @@ class Plan:
     def dataset_file(self, experiment: str) -> str:
         return self.res("data", f"{self.experiments[experiment]['dataset']}.npz")
 
-    def checkpoints(self, experiment: str) -> list[str]:
-        return tables.grid_files(self.results, self.grid([experiment]), "checkpoints.pt")
+    def checkpoints(self, experiment: str, label: str) -> list[str]:
+        return tables.grid_files(self.results, self.block_grid(experiment, label),
+                                 "checkpoints.pt")
 
     def measure_outputs(self, measure: str) -> dict[str, str]:
-        """A measure job's outputs, ``{table: pattern over {experiment}}``."""
-        return {t: self.experiment_file("{experiment}", f"{t}.parquet")
+        """A measure job's outputs, ``{table: pattern over {experiment} and {block}}``."""
+        return {t: os.path.join(self.results, "runs", "{experiment}", "seeds{block}",
+                                f"{t}.parquet")
                 for t in measures.REGISTRY[measure].tables}
 
     def measure_options(self, measure: str) -> str:
         return _json(self.config.get(measure, {}))
 
-    def table_inputs(self, table: str) -> list[str]:
+    def table_experiments(self, table: str) -> list[str]:
+        return (list(self.experiments) if table == HISTORY
+                else self.measure_experiments(self.table_measure[table]))
+
+    def table_inputs(self, table: str, looks: dict[str, int] | None = None) -> list[str]:
+        """A table's parts (its experiments' runs or blocks, at ``looks``: default final)."""
+        grid = self.grid(self.table_experiments(table), looks)
         if table == HISTORY:
-            return tables.grid_files(self.results, self.grid(self.experiments), "history.parquet")
-        return [self.experiment_file(e, f"{table}.parquet")
-                for e in self.measure_experiments(self.table_measure[table])]
+            return tables.grid_files(self.results, grid, "history.parquet")
+        return tables.experiment_files(self.results, grid, f"{table}.parquet")
 
     def table_grid(self, table: str) -> str:
-        es = (self.experiments if table == HISTORY
-              else self.measure_experiments(self.table_measure[table]))
-        return _json(self.grid(es))
+        return _json(self.grid(self.table_experiments(table)))
 
     def table_level(self, table: str) -> str:
         """Where a table's parts live: ``run`` (per-run files) or ``experiment``."""
@@ -195,13 +229,17 @@ class Plan:
     def argument_jobs(self) -> list[str]:
         """The jobs whose arguments go in a file (:meth:`job_arguments`)."""
         return [*(f"aggregate_{t}" for t in self.tables), *(f"plot_{f}" for f in self.figures),
-                "report"]
+                "report", "claims", *(f"round{k}" for k in range(self.max_rounds))]
 
     def job_arguments(self, job: str) -> list[str]:
         """The arguments of ``job`` (one of :attr:`argument_jobs`) that grow with the study."""
         kind, _, name = job.partition("_")
         if kind == "aggregate" and name in self.tables:
             return ["--grid", self.table_grid(name)]
+        if job == "claims":
+            return ["--plans", _json(self.plans())]
+        if job.startswith("round") and job[5:].isdigit() and int(job[5:]) < self.max_rounds:
+            return self.round_arguments(int(job[5:]))
         if kind == "plot" and name in self.figures:
             return ["--out", *(f"{e}={p}" for e, p in self.figure_outputs(name).items())]
         if job == "report":
@@ -212,7 +250,9 @@ class Plan:
         return self.res("jobs", f"{job}.args")
 
     def all_tables(self) -> list[str]:
-        return [self.res("tables", f"{t}.parquet") for t in [*self.tables, *self.analyses]]
+        extra = [REPLICATION] if self.policies else []
+        return [self.res("tables", f"{t}.parquet") for t in [*self.tables, *self.analyses,
+                                                               *extra]]
 
     # -- figures -----------------------------------------------------------------------------
     @cached_property

@@ -221,5 +221,33 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
         except ValueError as e:
             fail(f"analyses.{name}", str(e))
     mopts = _measure_options(cfg)
+    _replication(cfg)
     _experiments(cfg, sizes, model_cfgs, train_cfgs, mopts)
     return cfg
+
+
+def _replication(cfg: dict) -> None:
+    """Each replication policy parses, and an experiment declares no more seeds than its
+    first round holds (the rounds add the next integers above them)."""
+    from bnstudy.replication.policy import Policy
+
+    default = cfg.get("replication")
+    if default:
+        try:
+            Policy.parse(default, "replication")
+        except ValueError as err:
+            fail("replication", str(err))
+    for name, e in cfg["experiments"].items():
+        d = e.get("replication", default)
+        if not d:
+            continue
+        where = f"experiments.{name}.replication"
+        try:
+            policy = Policy.parse(d, where)
+        except ValueError as err:
+            fail(where, str(err).removeprefix(f"{where}: "))
+        if len(e["seeds"]) > policy.rounds[0]:
+            fail(f"experiments.{name}.seeds",
+                 f"{len(e['seeds'])} seeds {e['seeds']} are more than the first replication "
+                 f"round holds ({policy.rounds[0]}, rounds {list(policy.rounds)}); allowed: at "
+                 f"most {policy.rounds[0]} (the rounds add the next seeds above them)")

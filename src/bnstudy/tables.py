@@ -48,7 +48,8 @@ def grid_files(results: str | Path, grid: dict, name: str) -> list[str]:
 def aggregate_grid(results: str | Path, grid: dict, name: str, out: str | Path,
                    level: str = "run") -> pd.DataFrame:
     """:func:`aggregate` of file ``name`` of every run (``level="run"``, :func:`grid_files`) or
-    every experiment (``level="experiment"``, :func:`experiment_files`) of ``grid``; every one
+    every block of seeds of every experiment (``level="experiment"``, :func:`experiment_files`)
+    of ``grid``; every one
     of them must exist. The experiments' sweep axes become columns."""
     if level not in ("run", "experiment"):
         raise ValueError(f"unknown level {level!r}; valid choices: run, experiment")
@@ -62,26 +63,71 @@ def aggregate_grid(results: str | Path, grid: dict, name: str, out: str | Path,
 
 def _check_grid_entry(experiment, runs) -> None:
     if (not isinstance(runs, dict) or not {"norms", "seeds"} <= set(runs)
-            or not set(runs) <= {"norms", "seeds", "axes"}
+            or not set(runs) <= {"norms", "seeds", "axes", "blocks"}
             or not all(isinstance(runs[k], list) and runs[k] for k in ("norms", "seeds"))
             or not isinstance(runs.get("axes", {}), dict)):
         raise ValueError(f"run grid of experiment {experiment!r} must be "
                          f"{{'norms': [...], 'seeds': [...]}} with non-empty lists (and "
-                         f"optionally 'axes': {{axis: value}}), got {runs!r}")
+                         f"optionally 'axes': {{axis: value}} and 'blocks': [[seed, ...], "
+                         f"...]), got {runs!r}")
+    blocks = runs.get("blocks")
+    if blocks is not None and (
+            not isinstance(blocks, list) or not all(isinstance(b, list) and b for b in blocks)
+            or sorted(s for b in blocks for s in b) != sorted(runs["seeds"])):
+        raise ValueError(f"the blocks of experiment {experiment!r} must split its seeds "
+                         f"{runs['seeds']} into non-empty lists, got {blocks!r}")
 
 
-def experiment_file(results: str | Path, experiment, name: str) -> str:
-    """Experiment-level file ``name`` (a measure's table over all of the experiment's runs)."""
-    return os.path.join(str(results), "runs", str(experiment), name)
+def seeds_label(seeds) -> str:
+    """A block of seeds as a path-safe label: runs of consecutive seeds as ``a-b``, joined by
+    ``_`` (``[0, 1, 2, 5]`` -> ``0-2_5``); :func:`label_seeds` reads it back."""
+    out, s = [], sorted(int(x) for x in seeds)
+    if not s or len(set(s)) != len(s) or s[0] < 0:
+        raise ValueError(f"a block of seeds must be distinct non-negative integers, got {seeds!r}")
+    start = prev = s[0]
+    for x in [*s[1:], None]:
+        if x is not None and x == prev + 1:
+            prev = x
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if x is not None:
+            start = prev = x
+    return "_".join(out)
+
+
+def label_seeds(label: str) -> list[int]:
+    """The seeds of a block label written by :func:`seeds_label`."""
+    seeds = []
+    try:
+        for part in str(label).split("_"):
+            lo, _, hi = part.partition("-")
+            lo, hi = int(lo), int(hi or lo)
+            if hi < lo or (seeds and lo <= seeds[-1]) or not part.replace("-", "").isdigit():
+                raise ValueError
+            seeds += range(lo, hi + 1)
+    except ValueError:
+        raise ValueError(f"{label!r} is not a block of seeds (e.g. 0-2_5)") from None
+    return seeds
+
+
+def block_file(results: str | Path, experiment, seeds, name: str) -> str:
+    """A measure's file ``name`` over one block of an experiment's seeds (every normalizer):
+    ``runs/<experiment>/seeds<label>/<name>``. A block is measured once: adding seeds (a
+    replication round) adds blocks and never re-measures one."""
+    return os.path.join(str(results), "runs", str(experiment), f"seeds{seeds_label(seeds)}", name)
 
 
 def experiment_files(results: str | Path, grid: dict, name: str) -> list[str]:
-    """Experiment-level file ``name`` of every experiment of ``grid``, in grid order."""
+    """Block file ``name`` of every block of every experiment of ``grid`` (an experiment
+    without ``blocks`` is one block of all its seeds), in grid order."""
     if not name or os.path.basename(name) != name or name in (".", ".."):
         raise ValueError(f"file name {name!r} must be a plain file name")
+    files = []
     for experiment, runs in grid.items():
         _check_grid_entry(experiment, runs)
-    return [experiment_file(results, e, name) for e in grid]
+        files += [block_file(results, experiment, b, name)
+                  for b in runs.get("blocks") or [runs["seeds"]]]
+    return files
 
 
 def with_axes(df: pd.DataFrame, grid: dict) -> pd.DataFrame:
@@ -95,9 +141,17 @@ def with_axes(df: pd.DataFrame, grid: dict) -> pd.DataFrame:
     return df
 
 
-def aggregate(inputs: list[str | Path], out: str | Path, grid: dict | None = None
-              ) -> pd.DataFrame:
-    """Concatenate per-run Parquet files; provenance lists each input's config hash."""
+def grid_table(results: str | Path, grid: dict, name: str, level: str = "run") -> pd.DataFrame:
+    """The table :func:`aggregate_grid` would write, in memory (a replication round's ledger
+    reads its tables so): file ``name`` of ``grid``, sweep axes as columns."""
+    files = (grid_files if level == "run" else experiment_files)(results, grid, name)
+    return combine(files, Path(name).stem, grid)[0]
+
+
+def combine(inputs: list[str | Path], table: str, grid: dict | None = None
+            ) -> tuple[pd.DataFrame, dict]:
+    """The per-run Parquet files ``inputs`` concatenated as table ``table`` (sorted, sweep axes
+    as columns, column types normalised) and its provenance."""
     if not inputs:
         raise ValueError("aggregate needs at least one input table")
     frames, hashes, devices = [], [], set()
@@ -113,9 +167,16 @@ def aggregate(inputs: list[str | Path], out: str | Path, grid: dict | None = Non
     df = df.sort_values(sort, kind="stable").reset_index(drop=True)
     if grid:
         df = with_axes(df, grid)
-    df = columns.normalize(Path(out).stem, df)  # one type per column name in every table
+    df = columns.normalize(table, df)  # one type per column name in every table
     prov = io.provenance(io.stable_hash(hashes), ",".join(sorted(map(str, devices))),
                          inputs=len(inputs), input_config_hashes=hashes)
+    return df, prov
+
+
+def aggregate(inputs: list[str | Path], out: str | Path, grid: dict | None = None
+              ) -> pd.DataFrame:
+    """Concatenate per-run Parquet files; provenance lists each input's config hash."""
+    df, prov = combine(inputs, Path(out).stem, grid)
     io.write_table(df, out, prov)
     return df
 

@@ -1,6 +1,7 @@
 rule claims:
     input:
-        get_all_tables(),
+        tables=get_all_tables(),
+        arguments=arguments_file("claims"),
     output:
         res("tables", "claims.parquet"),
     log:
@@ -13,5 +14,6 @@ rule claims:
         ci=config["report"]["ci"],
         code=PLAN.code("claims"),
     shell:
-        "python -m bnstudy claims --tables {input:q} --ci {params.ci:q} --out {output:q}"
+        "python -m bnstudy claims --tables {input.tables:q} --ci {params.ci:q}"
+        " @{input.arguments:q} --out {output:q}"
         " > {log:q} 2>&1"

@@ -23,6 +23,8 @@ wildcard_constraints:
     table=_alt(PLAN.tables),
     analysis=_alt(PLAN.analyses),
     job=_alt(PLAN.argument_jobs),
+    block=r"\d+(-\d+)?(_\d+(-\d+)?)*",
+    round=r"\d+",
 
 
 def res(*parts):
@@ -38,6 +40,15 @@ def log_file(rule, *parts):
 def run_out(name):
     """A per-run file, as a pattern over the experiment, norm and seed wildcards."""
     return PLAN.run_file("{experiment}", "{norm}", "{seed}", name)
+
+
+def _round_record(k):
+    """Round k's record (bnstudy.replication.rounds): a checkpoint, so Snakemake runs the round
+    first when its file is missing and then re-evaluates the jobs that read it."""
+    return PLAN.read_round(checkpoints.replication_round.get(round=k).output[0])
+
+
+PLAN.use_rounds(_round_record)
 
 
 def get_results(wildcards):
@@ -60,12 +71,28 @@ def get_run_spec(wildcards):
     return PLAN.run_spec(wildcards.experiment, wildcards.norm, wildcards.seed)
 
 
-def get_experiment_checkpoints(wildcards):
-    return PLAN.checkpoints(wildcards.experiment)
+def get_block_checkpoints(wildcards):
+    return PLAN.checkpoints(wildcards.experiment, wildcards.block)
 
 
-def get_experiment_grid(wildcards):
-    return json.dumps(PLAN.grid([wildcards.experiment]), sort_keys=True)
+def get_block_grid(wildcards):
+    return json.dumps(PLAN.block_grid(wildcards.experiment, wildcards.block), sort_keys=True)
+
+
+def get_round_inputs(wildcards):
+    return PLAN.round_inputs(int(wildcards.round))
+
+
+def get_round_arguments(wildcards):
+    return PLAN.arguments_file(f"round{wildcards.round}")
+
+
+def get_round_files(wildcards):
+    return PLAN.round_files()
+
+
+def get_job_rounds(wildcards):
+    return PLAN.job_rounds(wildcards.job)
 
 
 def get_measure_outputs(measure):

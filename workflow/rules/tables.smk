@@ -3,6 +3,8 @@
 # line, that the command names as @FILE (Linux refuses one argument over 128 KiB: the grid of
 # about 1,260 experiments). The file changes when they do (params), rerunning the job.
 rule job_arguments:
+    input:
+        get_job_rounds,
     output:
         res("jobs", "{job}.args"),
     log:

@@ -50,7 +50,7 @@ from bnstudy.claims import multiplicity, power
 from bnstudy.claims.annotate import annotate
 from bnstudy.claims.contrast import Contrast
 from bnstudy.claims.dannemann import dannemann_claim
-from bnstudy.claims.pairing import IDS, Claim, contrast_rows, norm_rows, unmeasured
+from bnstudy.claims.pairing import IDS, Claim, Levels, contrast_rows, norm_rows, unmeasured
 from bnstudy.claims.rules import RULE_TEXT
 
 __all__ = ["CLAIMS", "IDS", "Claim", "dannemann_claim", "evaluate"]
@@ -212,8 +212,13 @@ CLAIMS = (
 )
 
 
-def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95) -> pd.DataFrame:
+def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95,
+             levels: dict[str, float] | None = None) -> pd.DataFrame:
+    """The ledger of a study's tables ``frames`` at level ``level``; ``levels`` gives the
+    experiments that added seeds in replication rounds the (higher) level of their stopping look
+    (:func:`bnstudy.claims.sequential.interval_levels`), used by every row over their runs."""
     rows = []
+    at = Levels.of(level, levels)
     for c in CLAIMS:
         base = {"claim_id": c.key, "paper": c.paper, "claim": c.claim, "quantity": c.quantity,
                 "rule": RULE_TEXT[c.rule].format(m=c.margin),
@@ -227,7 +232,7 @@ def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95) -> pd.DataFra
         if values.empty:
             rows.append({**base, "verdict": "not measured", "note": "no applicable rows"})
             continue
-        found = (norm_rows if c.contrast is None else contrast_rows)(c, base, df, values, level)
+        found = (norm_rows if c.contrast is None else contrast_rows)(c, base, df, values, at)
         if isinstance(found, str) or not found:
             rows.append({**base, "verdict": "not measured",
                          "note": found if isinstance(found, str) else unmeasured(c)})

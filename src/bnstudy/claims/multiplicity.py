@@ -22,6 +22,12 @@ row's ``adjusted_verdict`` is its verdict where the adjusted p-value is below ``
 ``inconclusive`` otherwise (the direction cannot change: the adjusted p-value is a multiple of
 the row's own). Rows without a p-value (fewer than two seeds, not measured, Dannemann's exact
 computation) are not in the family and keep their verdict.
+
+A row read at a sequential look (``interval_level`` below ``level``: its experiment added seeds
+in replication rounds, :mod:`bnstudy.claims.sequential`) enters the family with its p-value
+scaled by ``alpha / alpha_k`` (capped at 1): decisive exactly when its own look's interval is,
+and a valid p-value whatever look the study stopped at (the union bound over the planned looks),
+so Holm's guarantee holds over rounds too.
 """
 
 from __future__ import annotations
@@ -77,6 +83,9 @@ def adjust(ledger: pd.DataFrame, level: float, rules: dict[str, tuple[str, float
         p.append(float("nan") if rule is None or "effect" not in r else
                  rule_p_value(rule[0], r.get("effect", np.nan), r.get("effect_sd", np.nan),
                               r.get("n_seeds", np.nan), rule[1]))
+    if "interval_level" in out:  # sequential looks: p scaled by alpha / alpha_k
+        own = pd.to_numeric(out["interval_level"], errors="coerce").fillna(level).to_numpy()
+        p = np.minimum(1.0, np.asarray(p, dtype=float) * alpha / np.maximum(1.0 - own, 1e-300))
     out["p_value"] = p
     role = out["role"] if "role" in out else pd.Series("test", index=out.index)
     family = out["p_value"].notna() & ~role.isin(FAMILY_EXCLUDED_ROLES)

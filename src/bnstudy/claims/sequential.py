@@ -35,10 +35,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
+from bnstudy import lazy
 from bnstudy.claims.rules import RULES, verdict
 from bnstudy.tables import t_half_width
+
+stats = lazy.module("scipy.stats")  # the workflow planner reads check_rounds at parse time
 
 SPENDING = ("equal", "linear")
 CODES = {1: "supported", -1: "not supported", 0: "inconclusive"}
@@ -78,6 +80,20 @@ def look_index(rounds, n_seeds: int) -> int:
         raise ValueError(f"{n_seeds} seeds are fewer than the first planned round "
                          f"({rounds[0]}; rounds {list(rounds)}): no look is due yet")
     return int(np.searchsorted(rounds, n_seeds, side="right")) - 1
+
+
+def interval_levels(plans: dict, seeds: dict, level: float = 0.95) -> dict[str, float]:
+    """The level of each replicated experiment's intervals: ``plans`` maps an experiment to its
+    ``{"rounds": [...], "spending": ...}``, ``seeds`` an experiment to the seeds it ran (the
+    count of its stopping look); the look's level ``1 - alpha_k``. An experiment with fewer
+    seeds than its first round has no look (a failed study) and is left out."""
+    out = {}
+    for e, p in plans.items():
+        if e not in seeds or int(seeds[e]) < check_rounds(p["rounds"])[0]:
+            continue
+        k = look_index(p["rounds"], int(seeds[e]))
+        out[e] = 1.0 - float(look_alphas(p["rounds"], level, p.get("spending", "equal"))[k])
+    return out
 
 
 @dataclass(frozen=True)

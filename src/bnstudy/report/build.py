@@ -20,6 +20,7 @@ import pandas as pd
 import yaml
 
 from bnstudy import io, plots, tables
+from bnstudy.report import rounds as report_rounds
 from bnstudy.report import summary as report_summary
 from bnstudy.report import template as report_template
 
@@ -123,6 +124,7 @@ def build(config: dict, table_paths: list[str], figures: list[str], out: str) ->
     doc = render({
         "title": title, "level_pct": f"{level:.0%}", "intro": _intro(config, frames),
         "found": report_summary.found(ledger), "sections": sections, "ledger": ledger,
+        "rounds": report_rounds.context(frames.get("replication")),
         "config_yaml": yaml.safe_dump(config, sort_keys=False),
         "provenance": _provenance(table_paths),
     })
@@ -137,10 +139,20 @@ def render(context: dict) -> str:
     return env.from_string(report_template.TEMPLATE).render(css=report_template.CSS, **context)
 
 
+def _seeds(config: dict, frames: dict[str, pd.DataFrame]) -> dict[str, list[int]]:
+    """Each experiment's seeds: those it ran (replication rounds add seeds), else declared."""
+    train = frames.get("training")
+    ran = ({} if train is None or train.empty else
+           {str(e): sorted(int(s) for s in g.unique())
+            for e, g in train.groupby("experiment")["seed"]})
+    return {n: ran.get(n, list(e["seeds"])) for n, e in config.get("experiments", {}).items()}
+
+
 def _intro(config: dict, frames: dict[str, pd.DataFrame]) -> dict:
     runs, diverged = _run_counts(config, frames)
+    seeds = _seeds(config, frames)
     exps = [{"name": n, "dataset": e["dataset"], "model": e["model"],
-             "norms": ", ".join(e["norms"]), "seeds": e["seeds"]}
+             "norms": ", ".join(e["norms"]), "seeds": seeds[n]}
             for n, e in config.get("experiments", {}).items()]
     text = (f"What do normalization layers do to a deep network? This report gathers "
             f"{_count(runs, 'training run')} ({diverged} diverged) over "
@@ -155,7 +167,8 @@ def _count(n: int, noun: str) -> str:
 def _run_counts(config: dict, frames: dict[str, pd.DataFrame]) -> tuple[int, int]:
     """Training runs and how many diverged: every run of the study (its experiments' norms x
     seeds; each trains once), diverged when any row of its training history says so."""
-    runs = sum(len(e["norms"]) * len(e["seeds"]) for e in config.get("experiments", {}).values())
+    seeds = _seeds(config, frames)
+    runs = sum(len(e["norms"]) * len(seeds[n]) for n, e in config.get("experiments", {}).items())
     train = frames.get("training")
     if train is None or train.empty or "diverged" not in train:
         return runs, 0

@@ -95,7 +95,8 @@ seeds resolve with 80% power; each row links to the section holding its evidence
 <nav class="toc" id="contents"><b>Contents</b><ol>
 <li><a href="#summary">What the study found</a></li>
 {% for s in sections %}<li><a href="#{{ s.id }}">{{ s.title }}</a></li>
-{% endfor %}{% if ledger %}<li><a href="#claims">Claims ledger</a></li>{% endif %}
+{% endfor %}{% if rounds %}<li><a href="#rounds">Replication rounds</a></li>{% endif %}
+{% if ledger %}<li><a href="#claims">Claims ledger</a></li>{% endif %}
 <li><a href="#configuration">Study configuration</a></li>
 <li><a href="#provenance">Provenance</a></li>
 </ol></nav>
@@ -114,6 +115,19 @@ seeds resolve with 80% power; each row links to the section holding its evidence
 <div class="scroll">{{ s.table | safe }}</div>{% endif %}
 </section>
 {% endfor %}
+{% if rounds %}
+<section id="rounds">
+<h2>Replication rounds<a class="up" href="#contents">&uarr; contents</a></h2>
+<p>Experiments with a replication policy added seeds in planned rounds until every ledger row
+over their runs was decided (after the multiplicity adjustment) or the last round was reached.
+Each row's interval at a round is at that look's level (the overall error split over the
+planned rounds), so stopping early keeps the ledger's error rate. Each cell: the row's adjusted
+verdict at that round.</p>
+{% for r in rounds %}<p><b>{{ r.text }}</b></p>
+<div class="scroll">{{ r.table | safe }}</div>
+{% endfor %}
+</section>
+{% endif %}
 {% if ledger %}
 <section id="claims">
 <h2>Claims ledger<a class="up" href="#contents">&uarr; contents</a></h2>

@@ -1,0 +1,129 @@
+"""One replication round: the ledger of the study as it stands, and which experiments go on.
+
+The workflow runs round ``k`` as a Snakemake checkpoint (``replication_round``) once every run
+of the study's state ``k`` is trained and measured: each replicated experiment that is still
+open holds the first ``rounds[k]`` seeds of its policy, every other experiment what it stopped
+with (:meth:`bnstudy.replication.schedule.Rounds.state`). :func:`decide` computes the claims ledger of that
+state exactly as the final ``claims`` job would (the same tables, read in memory; every row
+over a replicated experiment's runs read at its look's level, Holm over the study's family) and
+an open experiment continues iff one of the measured rows over its runs is undecided after the
+adjustment and a planned round is left. The round file records the state and the decisions;
+the plan reads it back to schedule the next round (or none), so the rounds a study takes are a
+function of its config and its numbers alone, and a rerun of a finished study reads the same
+files and schedules nothing.
+
+:func:`table` gathers the round files into ``tables/replication.parquet``: one row per round,
+replicated experiment and ledger row over its runs, for the report's account of which claims
+stopped when, with how many seeds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+
+from bnstudy import io, tables
+from bnstudy.claims import sequential
+from bnstudy.claims.ledger import evaluate
+
+DECIDED = ("supported", "not supported")
+
+
+def frames(results: str, grid: dict, spec: dict) -> dict[str, pd.DataFrame]:
+    """The study's tables at this state, in memory: ``spec`` maps a table to ``{"file",
+    "level", "experiments"}`` (where its parts live and over which experiments)."""
+    out = {}
+    for name, s in spec.items():
+        sub = {e: grid[e] for e in s["experiments"] if e in grid}
+        if sub:
+            out[name] = tables.grid_table(results, sub, s["file"], s["level"])
+    return out
+
+
+def looks(plans: dict, grid: dict) -> dict[str, int]:
+    """Each replicated experiment's current look, from the seeds it holds."""
+    return {e: sequential.look_index(p["rounds"], len(grid[e]["seeds"]))
+            for e, p in plans.items() if e in grid}
+
+
+def _runs_of(row) -> set[str]:
+    """The experiments a ledger row's runs come from (a contrast row names its baseline's)."""
+    out = {str(row.get("experiment"))}
+    if row.get("baseline") is not None and str(row.get("baseline")) != "":
+        out.add(str(row["baseline"]))
+    return out
+
+
+def decide(results: str, k: int, grid: dict, spec: dict, plans: dict, level: float
+           ) -> dict:
+    """Round ``k``'s record: the state's ledger rows over replicated experiments and, for each
+    replicated experiment, its look, seeds, and whether it gets round ``k + 1``'s seeds."""
+    at = looks(plans, grid)
+    levels = sequential.interval_levels(plans, {e: len(grid[e]["seeds"]) for e in at}, level)
+    ledger = evaluate(frames(results, grid, spec), level, levels)
+    measured = ledger[pd.to_numeric(ledger.get("n_seeds"), errors="coerce").fillna(0) >= 2]
+    claims, experiments = [], {}
+    for e in sorted(at):
+        open_ = at[e] == k  # an experiment that stopped earlier holds an earlier look
+        rows = [r for _, r in measured.iterrows() if e in _runs_of(r)]
+        undecided = [f"{r['claim_id']}/{r['experiment']}/{r['norm']}" for r in rows
+                     if r["adjusted_verdict"] not in DECIDED]
+        last = at[e] == len(plans[e]["rounds"]) - 1
+        experiments[e] = {"look": at[e], "n_seeds": len(grid[e]["seeds"]), "open": open_,
+                          "continue": bool(open_ and undecided and not last),
+                          "undecided": undecided}
+        if open_:
+            claims += [{"experiment": e, "claim_id": r["claim_id"],
+                        "row_experiment": str(r["experiment"]), "norm": str(r["norm"]),
+                        "n_seeds": int(r["n_seeds"]), "verdict": r["verdict"],
+                        "adjusted_verdict": r["adjusted_verdict"],
+                        "interval_level": float(r["interval_level"])} for r in rows]
+    return {"round": int(k), "level": float(level), "experiments": experiments,
+            "claims": claims}
+
+
+def write(record: dict, out: str) -> None:
+    """The round file, replaced whole."""
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    tmp = f"{out}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(record, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+    os.replace(tmp, out)
+
+
+def read(path: str) -> dict:
+    """A round file's record; a file that is not one names itself."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            record = json.load(fh)
+        if not isinstance(record.get("experiments"), dict):
+            raise ValueError("no experiments")
+    except (OSError, ValueError, AttributeError) as e:
+        raise ValueError(f"{path}: not a replication round file ({e})") from None
+    return record
+
+
+def table(paths: list[str], out: str) -> pd.DataFrame:
+    """``tables/replication.parquet`` from the round files, in round order."""
+    rows = []
+    for path in paths:
+        rec = read(path)
+        for e, x in rec["experiments"].items():
+            if not x["open"]:
+                continue
+            own = [c for c in rec["claims"] if c["experiment"] == e]
+            base = {"round": rec["round"], "experiment": e, "n_seeds": x["n_seeds"],
+                    "look": x["look"], "continue": x["continue"]}
+            rows += [{**base, **{k: v for k, v in c.items() if k != "experiment"}}
+                     for c in own] or [{**base, "claim_id": ""}]
+    cols = ["round", "experiment", "look", "n_seeds", "continue", "claim_id", "row_experiment",
+            "norm", "verdict", "adjusted_verdict", "interval_level"]
+    df = pd.DataFrame(rows, columns=cols).sort_values(["experiment", "round", "claim_id",
+                                                       "row_experiment", "norm"],
+                                                      kind="stable", ignore_index=True)
+    io.write_table(df, out, io.provenance(io.stable_hash([read(p) for p in paths]), "cpu",
+                                          rounds=len(paths)))
+    return df

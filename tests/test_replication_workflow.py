@@ -1,0 +1,134 @@
+"""Replication rounds through Snakemake's checkpoints, on a two-experiment tiny study.
+
+``star`` declares ``replication: {rounds: [2, 3]}``: round 0's ledger (two seeds) leaves rows
+over its runs undecided, so round 1 adds one seed. ``ts`` declares a policy too, but no ledger
+row is computed from its runs alone (Luo's loads pool experiments under a name of their own), so
+it has no unresolved claim and stops at round 0. The tests check the rounds the workflow took
+against its round files, that only the experiment with an undecided row got new seeds, that the
+ledger reads a replicated experiment's rows at its look's level, that a rerun of the finished
+study does nothing, and that raising the planned rounds afterwards trains and measures only the
+new seeds (a round never re-measures a block of seeds already measured).
+"""
+
+from __future__ import annotations
+
+import json
+
+import harness
+import pandas as pd
+import pytest
+
+from bnstudy import measures, study, tables
+from bnstudy.plan import Plan
+
+pytestmark = pytest.mark.workflow
+
+POLICY = {"rounds": [2, 3]}
+
+
+def _config(source, rounds) -> dict:
+    cfg = harness.only_experiments(harness.tiny_config(source), "star", "ts")
+    cfg["experiments"]["star"]["replication"] = {"rounds": rounds}
+    cfg["experiments"]["ts"]["replication"] = {"rounds": [2, 3]}
+    return cfg
+
+
+def _plan(project) -> Plan:
+    cfg = study.check(study.load([project / "config" / "config.yaml"]), local=False)
+    cfg["results"] = str(project / "results")
+    return Plan(cfg)
+
+
+def _records(results) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((results / "rounds").glob("round*.json"))]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    source = harness.snapshot(tmp_path_factory)
+    project = harness.copy_project(tmp_path_factory.mktemp("replication") / "project",
+                                   source=source, config=_config(source, [2, 3]))
+    proc = harness.snakemake(project, "--cores", "2")
+    return {"project": project, "results": project / "results",
+            "jobs": harness.planned_jobs(proc.stdout + proc.stderr)}
+
+
+def test_rounds_go_on_only_for_experiments_with_an_undecided_row(project):
+    records = _records(project["results"])
+    assert [r["round"] for r in records] == [0, 1], records
+    first = records[0]["experiments"]
+    assert first["star"]["continue"] and first["star"]["undecided"], first["star"]
+    assert not first["ts"]["continue"] and first["ts"]["undecided"] == [], first["ts"]
+    for r in records:  # every open experiment: goes on iff a row is undecided and a round left
+        for e, x in r["experiments"].items():
+            last = x["look"] == 1
+            assert x["continue"] == (x["open"] and bool(x["undecided"]) and not last), (e, x)
+    assert records[1]["experiments"]["ts"]["open"] is False
+    # the runs that exist are exactly the rounds' seeds
+    runs = project["results"] / "runs"
+    trained = {(p.parts[-4], p.parts[-3], int(p.parts[-2][4:]))
+               for p in runs.glob("*/*/seed*/checkpoints.pt")}
+    assert trained == {(e, n, s) for e, ns in (("star", ("none", "batchnorm")),
+                                               ("ts", ("batchnorm",)))
+                       for n in ns for s in ((0, 1, 2) if e == "star" else (0, 1))}
+    assert sorted(p.name for p in (runs / "star").glob("seeds*")) == ["seeds0-1", "seeds2"]
+    train = pd.read_parquet(project["results"] / "tables" / "training.parquet")
+    assert train.groupby("experiment")["seed"].nunique().to_dict() == {"star": 3, "ts": 2}
+
+
+def test_each_block_is_measured_once_and_every_round_reads_the_state(project):
+    jobs = project["jobs"]
+    for m in measures.REGISTRY:
+        blocks = sorted(j["wildcards"]["block"] for j in jobs if j["rule"] == m
+                        and j["wildcards"].get("experiment") == "star")
+        if blocks:
+            assert blocks == ["0-1", "2"], (m, blocks)
+    rounds = [j for j in jobs if j["rule"] == "replication_round"]
+    assert sorted(j["wildcards"]["round"] for j in rounds) == ["0", "1"]
+    r1 = next(j for j in rounds if j["wildcards"]["round"] == "1")
+    assert any("runs/star/seeds2/" in f for f in r1["input"]), r1["input"]
+
+
+def test_the_ledger_reads_replicated_rows_at_their_looks_level(project):
+    results = project["results"]
+    ledger = pd.read_parquet(results / "tables" / "claims.parquet")
+    star = ledger[(ledger["experiment"] == "star") & ledger["n_seeds"].notna()]
+    want = [1 - 0.05 / 2] * len(star)
+    assert len(star) and star["interval_level"].tolist() == pytest.approx(want)
+    assert star["n_seeds"].max() == 3
+    # the last round's ledger is the final one (same tables, same code)
+    last = _records(results)[-1]
+    by_round = {(c["claim_id"], c["row_experiment"], c["norm"]): c["adjusted_verdict"]
+                for c in last["claims"] if c["experiment"] == "star"}
+    final = {(r.claim_id, r.experiment, r.norm): r.adjusted_verdict for r in star.itertuples()}
+    assert by_round == final
+    rep = pd.read_parquet(results / "tables" / "replication.parquet")
+    assert sorted(rep.loc[rep["experiment"] == "star", "round"].unique()) == [0, 1]
+    assert set(rep.loc[rep["experiment"] == "ts", "round"]) == {0}
+    html = (results / "report.html").read_text()
+    assert "Replication rounds" in html and "star: stopped after round 2 at 3 seeds" in html
+
+
+def test_a_finished_study_reruns_nothing(project):
+    assert harness.dry_run(project["project"]) == []
+
+
+def test_more_rounds_train_and_measure_only_the_new_seeds(project):
+    """Raising star's rounds to [2, 3, 4] after the study finished: the rounds are re-read at
+    the new split (looks of three), and only seed 3's runs are trained and block 3 measured."""
+    p = project["project"]
+    harness.write_config(p / "config" / "config.yaml",
+                         {**_config(p, [2, 3, 4]), "results": "results"})
+    proc = harness.snakemake(p, "--cores", "2")
+    jobs = harness.planned_jobs(proc.stdout + proc.stderr)
+    records = _records(project["results"])
+    assert records[1]["experiments"]["star"]["continue"], records[1]["experiments"]["star"]
+    trained = sorted((j["wildcards"]["experiment"], j["wildcards"]["norm"],
+                      j["wildcards"]["seed"]) for j in jobs if j["rule"] == "train")
+    assert trained == [("star", "batchnorm", "3"), ("star", "none", "3")]
+    measured = {(j["rule"], j["wildcards"]["experiment"], j["wildcards"]["block"])
+                for j in jobs if j["rule"] in measures.REGISTRY}
+    assert measured and {b for _, _, b in measured} == {"3"}, measured
+    assert _plan(p).seeds("star") == [0, 1, 2, 3]
+    assert tables.label_seeds("3") == [3]
+    assert harness.dry_run(p) == []
