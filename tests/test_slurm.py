@@ -10,7 +10,8 @@ uninterrupted local run of the same study.
 
 The study is the tiny one (.test/config.yaml) with the star experiment's training lengthened to
 1000 steps (:func:`harness.with_steps`), so that its train jobs run long enough (seconds) to be
-cancelled mid-run; the local run uses the same config.
+cancelled mid-run, and a replication policy on star (rounds of 2 and 3 seeds), so that its
+rounds run as checkpoints through the cluster; the local run uses the same config.
 
 Only three settings are added on the command line, all specific to this test cluster: job status
 through ``squeue`` (no accounting database here), a 5 s first status check (default 40 s), and
@@ -38,7 +39,14 @@ STEPS = 1000  # the star experiment's training: long enough to be cancelled
 
 
 def _config(source) -> dict:
-    return harness.with_steps(harness.tiny_config(source), STEPS, ["star"])
+    cfg = harness.with_steps(harness.tiny_config(source), STEPS, ["star"])
+    cfg["experiments"]["star"]["replication"] = {"rounds": [2, 3]}
+    return cfg
+
+
+def _final(plan: Plan, results) -> Plan:
+    """The plan reading the rounds the run took (its results' round files)."""
+    return Plan({**plan.config, "results": str(results)})
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +143,8 @@ PROFILE = harness.REPO / "workflow/profiles/slurm/config.yaml"
 
 def test_profile_groups_every_measure():
     """A measure rule missing from the profile's groups would be one cluster job per experiment
-    each; the group takes the experiment wildcard only (a measure job has no other)."""
+    each; the group takes the experiment wildcard only (not the block of seeds: the measures of
+    one block share a job)."""
     profile = yaml.safe_load(PROFILE.read_text())
     assert profile["executor"] == "slurm" and profile["retries"] >= 1
     assert profile["set-resources"]["train"]["gpu"] == 1
@@ -186,8 +195,11 @@ def _gpus(job: dict) -> str:
 @pytest.mark.workflow
 def test_train_jobs_request_a_gpu_and_nothing_else_does(slurm_study, groups, plan):
     train = [j for j in slurm_study["jobs"] if _rule(j, groups) == "train"]
-    # one per run (and a retry of the cancelled one)
-    assert len({j["Comment"] for j in train}) == len(plan.runs), [j["Comment"] for j in train]
+    # one per run of the rounds taken (and a retry of the cancelled one)
+    grid = _final(plan, slurm_study["results"]).grid(plan.experiments)
+    runs = sum(len(g["norms"]) * len(g["seeds"]) for g in grid.values())
+    assert len(grid["star"]["seeds"]) == 3, grid["star"]  # round 0 left star undecided
+    assert len({j["Comment"] for j in train}) == runs, [j["Comment"] for j in train]
     for job in slurm_study["jobs"]:
         assert ("gres:gpu:1" in _gpus(job)) == (_rule(job, groups) == "train"), job
     assert all(j["TimeLimit"] == "02:00:00" for j in train)  # the profile's runtime: 120
@@ -209,8 +221,11 @@ def test_killed_train_job_is_retried_and_resumes(slurm_study, groups):
 
 @pytest.mark.workflow
 def test_measures_of_an_experiment_share_one_cluster_job(slurm_study, groups, plan):
+    """Per block of seeds: star's two rounds are two blocks, measured by one job each."""
     rules = [_rule(j, groups) for j in slurm_study["jobs"]]
-    assert all(rules.count(g) == 1 for g in groups), rules
+    final = _final(plan, slurm_study["results"])
+    assert all(rules.count(g) == len(final.blocks(e)) for g, e in groups.items()), rules
+    assert rules.count("replication_round") == 2, rules
     assert rules.count("tables") == 1 and rules.count("figures") == 1, rules
     for rule in (*measures.REGISTRY, "aggregate", "claims", "report"):
         assert rule not in rules, f"{rule} was submitted on its own: {rules}"
