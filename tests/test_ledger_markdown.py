@@ -82,3 +82,16 @@ def test_ledger_verb_rewrites_the_readme_blocks(tmp_path, capsys):
     assert "old" not in readme.read_text() and "`ics_grad`" in readme.read_text()
     assert "`dannemann`" in capsys.readouterr().out
     assert cli.main(["ledger", str(tmp_path / "results" / "missing")]) == 2
+
+
+def test_a_row_read_at_a_sequential_look_says_its_level():
+    """A replicated experiment's row has a wider interval than the study's level; the table's
+    header keeps the study's level and the row names its own."""
+    rows = [{**ROWS[0], "interval_level": 0.95},
+            {**ROWS[0], "experiment": "star", "interval_level": 1 - 0.05 / 3}]
+    md = lm.table(pd.DataFrame(rows)).splitlines()
+    assert "effect [95% CI]" in md[0]
+    assert "0.123 [-0.02, 0.27] |" in md[2]
+    assert "0.123 [-0.02, 0.27] (98.3% CI: sequential look) |" in md[3]
+    assert lm.table(pd.DataFrame([{**ROWS[0], "interval_level": 0.9}])).startswith(
+        "| claim | where | effect [90% CI]")

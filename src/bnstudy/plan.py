@@ -17,7 +17,8 @@ Jobs (see the README's job table):
 - ``replication_round`` (a checkpoint) per round of a study with replication policies: the
   ledger of the study as it stands and which experiments get the next round's seeds
   (:mod:`bnstudy.replication.rounds`); the plan reads the round files back
-  (:meth:`bnstudy.replication.schedule.Rounds.looks`) to decide what the next round, the tables and the report hold;
+  (:meth:`bnstudy.replication.schedule.Rounds.looks`) to decide what the next round, the
+  tables and the report hold;
   ``replication_table`` gathers them;
 - ``aggregate``: one per table, the study-wide table with each experiment's sweep axes as
   columns;

@@ -52,7 +52,7 @@ def _where(row: pd.Series) -> str:
     return f"{exp}: {norm}{vs}" + "".join(f" ({t})" for t in extra)
 
 
-def _effect(row: pd.Series) -> str:
+def _effect(row: pd.Series, base: float = 0.95) -> str:
     eff = row.get("effect")
     if eff is None or (isinstance(eff, float) and math.isnan(eff)):
         value = row.get("value")
@@ -60,7 +60,23 @@ def _effect(row: pd.Series) -> str:
     lo, hi = row.get("ci_low"), row.get("ci_high")
     if lo is None or pd.isna(lo):
         return _num(eff)
-    return f"{_num(eff)} [{_num(lo)}, {_num(hi)}]"
+    return f"{_num(eff)} [{_num(lo)}, {_num(hi)}]" + level_note(row, base)
+
+
+def base_level(ledger: pd.DataFrame) -> float:
+    """The study's interval level: the lowest of its rows' (a replicated experiment's rows are
+    read at their stopping look's, higher: :mod:`bnstudy.claims.sequential`)."""
+    lv = pd.to_numeric(ledger.get("interval_level", pd.Series(dtype=float)), errors="coerce")
+    return float(lv.min()) if lv.notna().any() else 0.95
+
+
+def level_note(row: pd.Series, base: float) -> str:
+    """' (98.3% CI, look 3 of 3)'-style note where a row's interval is not at the study's
+    level: the interval of its stopping look."""
+    lv = row.get("interval_level")
+    if lv is None or pd.isna(lv) or float(lv) <= base + 1e-12:
+        return ""
+    return f" ({float(lv):.1%} CI: sequential look)"
 
 
 def _seeds(row: pd.Series) -> str:
@@ -85,10 +101,12 @@ def table(ledger: pd.DataFrame, measured_only: bool = False) -> str:
     claims the study did not measure are one line under the table instead of rows."""
     unmeasured = ledger["verdict"] == "not measured"
     shown = ledger[~unmeasured] if measured_only else ledger
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
+    base = base_level(ledger)
+    columns = [f"effect [{base:.0%} CI]" if c == COLUMNS[2] else c for c in COLUMNS]
+    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
     for _, row in shown.iterrows():
         words = row.get("in_words")
-        cells = (f"`{row['claim_id']}`", _where(row), _effect(row),
+        cells = (f"`{row['claim_id']}`", _where(row), _effect(row, base),
                  words if isinstance(words, str) else "", _seeds(row), row["verdict"],
                  _adjusted(row), _needed(row))
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")

@@ -3,14 +3,14 @@
 The workflow runs round ``k`` as a Snakemake checkpoint (``replication_round``) once every run
 of the study's state ``k`` is trained and measured: each replicated experiment that is still
 open holds the first ``rounds[k]`` seeds of its policy, every other experiment what it stopped
-with (:meth:`bnstudy.replication.schedule.Rounds.state`). :func:`decide` computes the claims ledger of that
-state exactly as the final ``claims`` job would (the same tables, read in memory; every row
-over a replicated experiment's runs read at its look's level, Holm over the study's family) and
-an open experiment continues iff one of the measured rows over its runs is undecided after the
-adjustment and a planned round is left. The round file records the state and the decisions;
-the plan reads it back to schedule the next round (or none), so the rounds a study takes are a
-function of its config and its numbers alone, and a rerun of a finished study reads the same
-files and schedules nothing.
+with (:meth:`bnstudy.replication.schedule.Rounds.state`). :func:`decide` computes the claims
+ledger of that state exactly as the final ``claims`` job would (the same tables, read in memory;
+every row over a replicated experiment's runs read at its look's level, Holm over the study's
+family) and an open experiment continues iff one of the measured rows over its runs is undecided
+after the adjustment and a planned round is left. The round file records the state and the
+decisions; the plan reads it back to schedule the next round (or none), so the rounds a study
+takes are a function of its config and its numbers alone, and a rerun of a finished study reads
+the same files and schedules nothing.
 
 :func:`table` gathers the round files into ``tables/replication.parquet``: one row per round,
 replicated experiment and ledger row over its runs, for the report's account of which claims

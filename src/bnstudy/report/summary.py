@@ -12,6 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bnstudy.claims import ledger as claims
+from bnstudy.claims import markdown as ledger_markdown
 
 # Cohen's d_z (mean / sd of the paired differences) is shown from this many seeds on: below
 # it the sd is too uncertain for the ratio to mean anything (values like -7.9e+03 at n = 3)
@@ -97,8 +98,9 @@ def anchor(r: pd.Series, section_of: dict[str, tuple[str, str]],
 
 def rows(ledger: pd.DataFrame, section_of: dict[str, tuple[str, str]],
          groups: set[str]) -> list[dict]:
-    """One display dict per ledger row, in ledger order."""
-    out = []
+    """One display dict per ledger row, in ledger order (a row read at a sequential look says
+    its interval's level)."""
+    out, base = [], ledger_markdown.base_level(ledger)
     for _, r in ledger.iterrows():
         role = r.get("role")
         out.append({
@@ -106,12 +108,14 @@ def rows(ledger: pd.DataFrame, section_of: dict[str, tuple[str, str]],
             "quantity": _text(r.get("quantity")), "curve": _text(r.get("curve")),
             "check": role if isinstance(role, str) and role != "test" else "",
             "rule": _text(r.get("rule")), "note": _text(r.get("note")),
-            "verdict": r["verdict"], "where": where(r), "effect": effect(r),
+            "verdict": r["verdict"], "where": where(r),
+            "effect": effect(r) + ledger_markdown.level_note(r, base),
             "adjusted": _text(r.get("adjusted_verdict")) or r["verdict"],
             "seeds_needed": seeds(r.get("seeds_needed")),
             "detectable": _num(r.get("detectable_effect"), ".3g") or "",
             "has_effect": _num(r.get("effect"), "g") is not None,
-            "effect_full": effect_full(r), "means": values(r), **anchor(r, section_of, groups),
+            "effect_full": effect_full(r) + ledger_markdown.level_note(r, base),
+            "means": values(r), **anchor(r, section_of, groups),
             "in_words": _text(r.get("in_words")), "verdict_means": _text(r.get("verdict_means")),
             "measured": r["verdict"] != "not measured",
         })
