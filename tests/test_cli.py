@@ -69,3 +69,19 @@ def test_check_names_each_bad_file_and_fails(tmp_path, capsys):
     assert f"{good}: config OK" in captured.out
     assert f"{bad}: error:" in captured.err and "mlpp" in captured.err
     assert "1 of 2 configs failed" in captured.err
+
+
+def test_check_states_the_runs_replication_can_add(tmp_path, capsys):
+    path = _study(tmp_path / "r.yaml", [0, 1])
+    with open(path, "a") as fh:
+        fh.write("replication: {rounds: [3, 6]}\n")
+    assert cli.main(["check", path]) == 0
+    assert capsys.readouterr().out.strip() == (
+        f"{path}: config OK (1 experiments, 3 training runs in the first round, at most 6 "
+        "after the replication rounds)")
+    bad = _study(tmp_path / "b.yaml", [0, 1, 2, 3])
+    with open(bad, "a") as fh:
+        fh.write("replication: {rounds: [3, 6]}\n")
+    assert cli.main(["check", bad]) != 0
+    err = capsys.readouterr().err
+    assert "experiments.e.seeds: 4 seeds [0, 1, 2, 3] are more than the first" in err, err

@@ -23,6 +23,21 @@ def _set_threads(n: int) -> None:
 
 
 
+def _runs(cfg: dict) -> str:
+    """'N training runs', and with replication policies the most the rounds can add."""
+    from bnstudy.replication.policy import Policy
+
+    first = top = 0
+    for e in cfg["experiments"].values():
+        d = e.get("replication", cfg.get("replication"))
+        rounds = Policy.parse(d).rounds if d else (len(e["seeds"]),)
+        first += len(e["norms"]) * (rounds[0] if d else len(e["seeds"]))
+        top += len(e["norms"]) * rounds[-1]
+    return (f"{first} training runs" if top == first else
+            f"{first} training runs in the first round, at most {top} after the replication "
+            f"rounds")
+
+
 def cmd_check(a) -> None:
     from bnstudy import study
 
@@ -41,8 +56,7 @@ def cmd_check(a) -> None:
             print(f"{name}: error: {e}", file=sys.stderr)
             bad.append(name)
             continue
-        runs = sum(len(e["norms"]) * len(e["seeds"]) for e in cfg["experiments"].values())
-        print(f"{name}: config OK ({len(cfg['experiments'])} experiments, {runs} training runs)")
+        print(f"{name}: config OK ({len(cfg['experiments'])} experiments, {_runs(cfg)})")
     if bad:
         raise ValueError(f"{len(bad)} of {len(groups)} configs failed: {', '.join(bad)}")
 
