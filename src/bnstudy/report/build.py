@@ -20,6 +20,7 @@ import pandas as pd
 import yaml
 
 from bnstudy import io, plots, tables
+from bnstudy.report import prose as report_prose
 from bnstudy.report import rounds as report_rounds
 from bnstudy.report import summary as report_summary
 from bnstudy.report import template as report_template
@@ -124,6 +125,7 @@ def build(config: dict, table_paths: list[str], figures: list[str], out: str) ->
     doc = render({
         "title": title, "level_pct": f"{level:.0%}", "intro": _intro(config, frames),
         "found": report_summary.found(ledger), "sections": sections, "ledger": ledger,
+        "prose": report_prose.paragraphs(ledger),
         "rounds": report_rounds.context(frames.get("replication")),
         "config_yaml": yaml.safe_dump(config, sort_keys=False),
         "provenance": _provenance(table_paths),

@@ -47,7 +47,8 @@ TEMPLATE = """<!DOCTYPE html>
 <h1 id="top">{{ title }}</h1>
 <section id="summary">
 <h2>What the study found</h2>
-<details><summary>{{ intro.text }}</summary>
+{% for p in prose %}<p class="prose">{{ p }}</p>
+{% endfor %}<details><summary>{{ intro.text }}</summary>
 <ul>{% for e in intro.experiments %}<li><b>{{ e.name }}</b>: {{ e.dataset }} / {{ e.model }},
  normalizers {{ e.norms }}, seeds {{ e.seeds }}</li>{% endfor %}</ul></details>
 {% if found.rows %}

@@ -1,0 +1,60 @@
+"""The report's opening paragraph: what the study found, in sentences, from the claims ledger.
+
+Built from the display rows of :mod:`bnstudy.report.summary` (the multiplicity-adjusted
+verdicts), so it says nothing the ledger does not: how many rows were measured and decided, each
+decided row in words (the ledger's ``in_words``, with its claim and where), and for the
+undecided rows the seeds their observed effects and spreads would need (``seeds_needed``).
+Implementation checks (they hold by construction) are counted in a sentence of their own.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+SHOWN = 6  # decided rows spelled out per verdict; the rest are counted
+
+
+def _row(r: dict) -> str:
+    words = r["in_words"] or r["effect"]
+    return f"{words} ({r['claim_id']}, {r['where']})"
+
+
+def _listing(rows: list[dict]) -> str:
+    out = "; ".join(_row(r) for r in rows[:SHOWN])
+    more = len(rows) - SHOWN
+    return out + (f"; and {more} more row{'s' if more > 1 else ''}" if more > 0 else "")
+
+
+def paragraphs(display_rows: list[dict]) -> list[str]:
+    """Sentences grouped in paragraphs: counts, supported rows, not-supported rows, undecided
+    rows and the seeds they would need, implementation checks. Empty without measured rows."""
+    measured = [r for r in display_rows if r["measured"]]
+    tests = [r for r in measured if r["check"] != "implementation check"]
+    checks = [r for r in measured if r["check"] == "implementation check"]
+    if not measured:
+        return []
+    by = {v: [r for r in tests if r["adjusted"] == v] for v in ("supported", "not supported")}
+    undecided = [r for r in tests if r["adjusted"] not in by]
+    claims = {r["claim_id"] for r in tests}
+    out = [f"This study measured {len(tests)} ledger rows of {len(claims)} claims; after Holm's "
+           f"adjustment over them, {len(by['supported'])} are supported, "
+           f"{len(by['not supported'])} not supported and {len(undecided)} undecided."]
+    for verdict, rows in by.items():
+        if rows:
+            out.append(f"{verdict.capitalize()}: {_listing(rows)}.")
+    if undecided:
+        need = [float(r["seeds_needed"]) for r in undecided
+                if r["seeds_needed"] not in ("", "inf")]
+        flat = sum(r["seeds_needed"] == "inf" for r in undecided)
+        text = f"Undecided: {', '.join(sorted({r['claim_id'] for r in undecided}))}."
+        if need:
+            text += (f" At their observed effects and spreads they would need "
+                     f"{int(min(need))} to {int(max(need))} seeds (median "
+                     f"{int(statistics.median(need))}) to be resolved with 80% power")
+            text += (f"; {flat} sit on their rule's boundary." if flat else ".")
+        out.append(text)
+    if checks:
+        held = sum(r["adjusted"] == "supported" for r in checks)
+        out.append(f"Implementation checks (they hold by construction and test the "
+                   f"measurement): {held} of {len(checks)} agree.")
+    return out
