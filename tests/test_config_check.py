@@ -119,7 +119,7 @@ CASES = [
     ("smoothness_one_multiplier", _set("smoothness.multipliers", [4.0]),
      ["smoothness.multipliers", "[4.0]"]),
     ("smoothness_spacing", _set("smoothness.spacing", "cubic"),
-     ["smoothness.spacing", "cubic", "'log'"]),
+     ["smoothness.spacing", "cubic", "log, linear"]),
     ("smoothness_tol_nan", _set("smoothness.hessian_tol", math.nan), ["smoothness", "hessian_tol"]),
     ("bn_jitter_batch_one", _set("bn_jitter.batch_sizes", [1]),
      ["bn_jitter.batch_sizes", "1", ">= 2"]),

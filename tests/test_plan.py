@@ -17,7 +17,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def default():
-    return plan.Plan(study.check(study.load([ROOT / "config/config.yaml"]), local=False))
+    """The default study without its replication policies (the rounds tests add their own:
+    a plan with policies reads round files)."""
+    cfg = study.check(study.load([ROOT / "config/config.yaml"]), local=False)
+    for x in cfg["experiments"].values():
+        x.pop("replication", None)
+    cfg.pop("replication", None)
+    return plan.Plan(cfg)
 
 
 @pytest.fixture(scope="module")

@@ -251,7 +251,7 @@ def test_multipliers_per_arch_and_spacing():
     ({"multipliers_by_arch": {"resnet": [1, 2]}}, "'resnet'.*mlp, dln, vgg"),
     ({"n_probes": 0}, "n_probes"),
     ({"n_probes": True}, "n_probes"),
-    ({"hessian": "yes"}, "hessian must be"),
+    ({"hessian": "yes"}, "smoothness.hessian='yes': need true or false"),
     ({"probes": 3}, "unknown smoothness option.*'probes'"),
 ])
 def test_bad_options_are_named(bad, message):

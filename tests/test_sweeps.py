@@ -37,10 +37,18 @@ CHANGED = {
             "report": None,  # the title names §5 too
             "teacher_student": None},  # issue 18: convention loss (BN's Eq. 3 objective)
     "luo_paper": {**TS_ARMS, "generalization": None, "report": None, "teacher_student": None},
-    "config": {"teacher_student": None},  # issue 18: convention loss
+    # issue 18: convention loss; issue 20: replication rounds on the experiments that decide
+    "config": {"teacher_student": None, **{("experiments", e): {"replication"}
+                                           for e in ("star", "dln", "digits")}},
+    "balestriero": {("experiments", e): {"replication"}
+                    for e in ("partition_star", "jitter_b256", "resnet_init")},
     "balestriero_paper": {("experiments", "cifar_init"): {"model"},  # the paper's ResNet9
                           ("models", "vgg9"): "removed",
+                          ("experiments", "partition_star"): {"replication"},
+                          ("experiments", "jitter_b256"): {"replication"},
                           "partition_density": None},  # radii in standardized pixel units
+    "santurkar": {("experiments", e): {"replication"} for e in ("dln", "vgg")},
+    "santurkar_paper": {("experiments", e): {"replication"} for e in ("dln", "vgg")},
 }
 
 

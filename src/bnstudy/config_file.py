@@ -194,13 +194,21 @@ def _bad_value(error) -> str:
     return "got " + (text if len(text) <= 80 else text[:77] + "...")
 
 
-def validate_schema(cfg: dict, schema: str | Path = SCHEMA) -> dict:
+def validate_schema(cfg: dict, schema: str | Path = SCHEMA,
+                    sections: dict[str, dict] | None = None) -> dict:
     """``cfg`` validated against the JSON schema, defaults filled in (in place, as Snakemake's
-    ``validate`` does); a ConfigError names the key path, bad value and what is allowed."""
+    ``validate`` does); a ConfigError names the key path, bad value and what is allowed.
+    ``sections``: top-level sections whose schema is derived elsewhere (a measure's, from its
+    options class: :meth:`bnstudy.options.Options.json_schema`), added to the file's."""
     from jsonschema import Draft202012Validator, validators
     from jsonschema.exceptions import best_match
 
     schema_doc = yaml.safe_load(Path(schema).read_text())
+    clash = sorted(set(sections or {}) & set(schema_doc["properties"]))
+    if clash:
+        raise ValueError(f"{schema}: sections {clash} are derived from their options classes "
+                         "and must not be declared in the schema file too")
+    schema_doc["properties"].update(sections or {})
     props = Draft202012Validator.VALIDATORS["properties"]
 
     def set_defaults(validator, properties, instance, sch):

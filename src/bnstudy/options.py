@@ -9,6 +9,11 @@ instance, checking, in this order: unknown keys (named, with the valid ones), ea
 bad value and what is valid. The workflow checks every configured section this way before any
 job runs (:mod:`bnstudy.study`), and the CLI parses once at its edge, so measure code only ever
 sees a checked, typed instance.
+
+The options are declared here only: the config schema's section of a measure is derived from
+its class (:meth:`Options.json_schema`: the keys, their types, choices, minimums, defaults and
+descriptions, a field's ``doc`` metadata), so the strict key check and the defaults the config
+is filled with are the class's own; the checks beyond type, choice and minimum are ``parse``'s.
 """
 
 from __future__ import annotations
@@ -18,14 +23,35 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
 
-def choice(default, choices, **kw):
+def choice(default, choices, doc: str = "", **kw):
     """A field whose value must be one of ``choices``."""
-    return field(default=default, metadata={"choices": tuple(choices)}, **kw)
+    return field(default=default, metadata={"choices": tuple(choices), "doc": doc}, **kw)
 
 
-def at_least(default, minimum, **kw):
+def at_least(default, minimum, doc: str = "", **kw):
     """A numeric field whose value must be ``>= minimum``."""
-    return field(default=default, metadata={"minimum": minimum}, **kw)
+    return field(default=default, metadata={"minimum": minimum, "doc": doc}, **kw)
+
+
+def documented(default, doc: str, **kw):
+    """A field with a description (the schema's; ``default`` may be a zero-argument factory
+    when ``factory=True`` is passed)."""
+    if kw.pop("factory", False):
+        return field(default_factory=default, metadata={"doc": doc}, **kw)
+    return field(default=default, metadata={"doc": doc}, **kw)
+
+
+_JSON_TYPES = {"bool": "boolean", "int": "integer", "float": "number", "str": "string",
+               "tuple": "array", "dict": "object"}
+
+
+def _plain(value):
+    """A default as JSON/YAML has it (tuples as lists, recursively)."""
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
 
 def checked(cls, d: dict | None, what: str) -> dict:
@@ -50,7 +76,7 @@ def _kind(annotation: str) -> str:
 
 def _bad(section: str, key: str, value, why: str) -> ValueError:
     shown = list(value) if isinstance(value, tuple) else value
-    return ValueError(f"{section} {key}={shown!r}: {why}")
+    return ValueError(f"{section}.{key}={shown!r}: {why}")
 
 
 def _typed(section: str, key: str, kind: str, value):
@@ -78,6 +104,39 @@ class Options:
     """Base of typed options; subclasses set ``SECTION`` (the config section's name)."""
 
     SECTION: ClassVar[str] = "options"
+    # a measure whose section is filled in with its defaults when the config omits it (the
+    # measure always runs); others run only where the config has their section
+    ALWAYS: ClassVar[bool] = False
+
+    @classmethod
+    def json_schema(cls) -> dict:
+        """The config section's JSON schema, derived from the fields (keys, types, choices,
+        minimums, defaults, descriptions); strict: unknown keys are refused."""
+        props = {}
+        for f in fields(cls):
+            p: dict[str, Any] = {}
+            kind = _kind(str(f.type))
+            if kind in _JSON_TYPES:
+                p["type"] = _JSON_TYPES[kind]
+            if "choices" in f.metadata:
+                p["enum"] = list(_plain(f.metadata["choices"]))
+            if "minimum" in f.metadata:
+                p["minimum"] = f.metadata["minimum"]
+            if f.default is not MISSING:
+                p["default"] = _plain(f.default)
+            elif f.default_factory is not MISSING:
+                p["default"] = _plain(f.default_factory())
+            if f.metadata.get("doc"):
+                p["description"] = f.metadata["doc"]
+            props[f.name] = p
+        doc = (cls.__doc__ or "").strip().split("\n\n")[0]
+        if doc.startswith(f"{cls.__name__}("):  # the signature dataclass writes: no docstring
+            doc = ""
+        out = {"type": "object", "additionalProperties": False, "properties": props,
+               "description": " ".join(doc.split()) or f"the {cls.SECTION} options"}
+        if cls.ALWAYS:
+            out["default"] = {}
+        return out
 
     @classmethod
     def parse(cls, d: dict | Options | None) -> Options:

@@ -192,6 +192,13 @@ def _experiments(cfg: dict, sizes: dict, model_cfgs: dict, train_cfgs: dict, mop
                 fail("ics.layers", f"{err} (model {e['model']!r}, experiment {name!r})")
 
 
+def measure_sections() -> dict[str, dict]:
+    """Each registered measure's config section schema, derived from its options class."""
+    from bnstudy import measures
+
+    return {m: spec.options.json_schema() for m, spec in measures.REGISTRY.items()}
+
+
 def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict:
     """``cfg`` checked completely and with the schema's defaults filled in (in place).
 
@@ -204,7 +211,7 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
 
     if not isinstance(cfg, dict):
         fail("", f"the config must be a mapping of settings, got {type(cfg).__name__}")
-    validate_schema(cfg, schema)
+    validate_schema(cfg, schema, measure_sections())
     setup_checks.check_results(cfg)
     _device(cfg, local)
     sizes = _datasets(cfg)

@@ -1,9 +1,11 @@
 """The measure registry: per-run measurement stages, by name.
 
 Every subpackage of this package that defines the measure contract is a measure (found by
-:func:`_discover`; adding a measure is adding its subpackage, its plot module, its schema section
-and its tests). The contract, in the subpackage's ``__init__`` (torch-free, so the workflow
-planner can read it at Snakefile parse time without importing torch):
+:func:`_discover`; adding a measure is adding its subpackage, its plot module and its tests:
+its config section's schema is derived from its ``Options``,
+:meth:`bnstudy.options.Options.json_schema`). The contract, in the subpackage's ``__init__``
+(torch-free, so the workflow planner can read it at Snakefile parse time without importing
+torch):
 
 - ``NAME``: the measure's name and config section (a measure without a section is not run);
 - ``TABLES``: the tables it fills, the first being the main table;

@@ -14,6 +14,10 @@ CHECKPOINTS = ("all", "first_last")
 
 @dataclass(frozen=True)
 class Options(options.Options):
+    """BN mini-batch jitter (BN-Explained 5, Prop. 2, Fig. 6): the statistics and decision
+    boundary over mini-batches; omit the section to skip the measure (what each option
+    means: config/README.md)."""
+
     SECTION: ClassVar[str] = "bn_jitter"
 
     batch_sizes: tuple = (16, 256)
@@ -30,9 +34,7 @@ class Options(options.Options):
 
     def validate(self) -> None:
         def bad(key, why):
-            value = getattr(self, key)
-            value = list(value) if isinstance(value, tuple) else value
-            raise ValueError(f"bn_jitter {key}={value!r}: {why}")
+            self.fail(key, why)
 
         def is_int(v, lo):
             return isinstance(v, int) and not isinstance(v, bool) and v >= lo

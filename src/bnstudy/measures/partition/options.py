@@ -16,6 +16,10 @@ BN_STATISTICS = ("train_set", "batch", "running")
 
 @dataclass(frozen=True)
 class Options(options.Options):
+    """Partition density (BN-Explained 3.3, Figs. 3-4): hidden units whose boundary passes
+    within radius r of the data, test and random points; omit the section to skip the
+    measure (what each option means: config/README.md)."""
+
     SECTION: ClassVar[str] = "partition_density"
 
     radii: tuple = (0.01, 0.03, 0.1)
@@ -34,7 +38,7 @@ class Options(options.Options):
 
     def validate(self) -> None:
         def bad(key, why):
-            raise ValueError(f"partition_density {key}={getattr(self, key)!r}: {why}")
+            self.fail(key, why)
 
         if not self.radii or not all(_positive(r) for r in self.radii):
             bad("radii", "need a non-empty list of positive finite numbers")

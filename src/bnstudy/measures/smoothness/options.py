@@ -28,6 +28,10 @@ def _range(value, what: str) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class Options(options.Options):
+    """Loss-landscape smoothness along the gradient (Santurkar 3.2, App. A.2.2): loss
+    variation, gradient predictiveness, effective beta-smoothness; omit the section to skip
+    the measure."""
+
     SECTION: ClassVar[str] = "smoothness"
 
     multipliers: tuple = (0.5, 4.0)
@@ -47,33 +51,34 @@ class Options(options.Options):
             return d
         d = options.checked(cls, d, "smoothness")
         if "multipliers" in d:
-            d["multipliers"] = _range(d["multipliers"], "smoothness multipliers")
+            d["multipliers"] = _range(d["multipliers"], "smoothness.multipliers")
         if "multipliers_by_arch" in d:
             by = d["multipliers_by_arch"] or {}
             bad = sorted(set(by) - set(ARCHS))
             if bad:
-                raise ValueError(f"multipliers_by_arch: unknown arch(s) {bad}; "
+                raise ValueError(f"smoothness.multipliers_by_arch: unknown arch(s) {bad}; "
                                  f"valid choices: {', '.join(ARCHS)}")
             d["multipliers_by_arch"] = {
-                a: _range(r, f"multipliers_by_arch[{a}]") for a, r in by.items()}
+                a: _range(r, f"smoothness.multipliers_by_arch.{a}") for a, r in by.items()}
         o = cls(**d)
         if o.spacing not in SPACINGS:
-            raise ValueError(f"unknown spacing {o.spacing!r}; valid choices: {', '.join(SPACINGS)}")
+            raise ValueError(f"smoothness.spacing={o.spacing!r}: valid choices: "
+                             f"{', '.join(SPACINGS)}")
         if o.bn_statistics not in BN_STATISTICS:
-            raise ValueError(f"unknown bn_statistics {o.bn_statistics!r}; "
-                             f"valid choices: {', '.join(BN_STATISTICS)}")
-        for name in ("n_probes", "hessian_iters"):
+            raise ValueError(f"smoothness.bn_statistics={o.bn_statistics!r}: valid choices: "
+                             f"{', '.join(BN_STATISTICS)}")
+        for name, low in (("n_probes", 1), ("hessian_iters", 1), ("seed", 0)):
             v = getattr(o, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {getattr(o, name)!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ValueError(f"smoothness.{name}={v!r}: need an integer >= {low}")
         if (isinstance(o.hessian_max_params, bool) or not isinstance(o.hessian_max_params, int)
                 or o.hessian_max_params < 0):
-            raise ValueError(f"hessian_max_params must be an integer >= 0, "
-                             f"got {o.hessian_max_params!r}")
+            raise ValueError(f"smoothness.hessian_max_params={o.hessian_max_params!r}: need an "
+                             "integer >= 0")
         if not (isinstance(o.hessian_tol, (int, float)) and o.hessian_tol >= 0):
-            raise ValueError(f"hessian_tol must be a number >= 0, got {o.hessian_tol!r}")
+            raise ValueError(f"smoothness.hessian_tol={o.hessian_tol!r}: need a number >= 0")
         if not isinstance(o.hessian, bool):
-            raise ValueError(f"hessian must be true or false, got {o.hessian!r}")
+            raise ValueError(f"smoothness.hessian={o.hessian!r}: need true or false")
         return o
 
     def multiplier_values(self, arch: str | None = None) -> np.ndarray:

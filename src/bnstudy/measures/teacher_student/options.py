@@ -12,6 +12,9 @@ from bnstudy.theory.luo import CONVENTIONS
 
 @dataclass(frozen=True)
 class Options(options.Options):
+    """Luo et al. §4 teacher-student generalization error against the closed forms
+    (teacher_student datasets); omit the section to skip the measure."""
+
     SECTION: ClassVar[str] = "teacher_student"
 
     bn_statistics: str = options.choice("running", ("running", "recomputed"))
