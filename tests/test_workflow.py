@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import fields
 
 import harness
 import numpy as np
@@ -22,17 +23,31 @@ GENERALIZATION_COLUMNS = ["dataset", "model", "norm", "seed", "train_loss", "tes
                           "loss_gap", "train_accuracy", "test_accuracy", "accuracy_gap",
                           "diverged"]
 PROVENANCE_KEYS = ["config_hash", "bnstudy_version", "torch_version", "device", "git_commit"]
-# One valid change of each measure's options (a new measure adds its case here:
-# test_every_measure_has_a_config_change_case).
-MEASURE_CHANGES = {
-    "generalization": {"bn_statistics": "recomputed"},
-    "partition_density": {"seed": 1},
-    "ics": {"probe_size": 16},
-    "smoothness": {"seed": 1},
-    "bn_jitter": {"seed": 1},
-    "teacher_student": {"erm": False},
-}
 MEASURE_RULES = set(measures.REGISTRY)
+
+
+def _a_change(measure: str, section: dict | None) -> dict:
+    """One valid change of a measure's options relative to ``section`` (the tiny study's), from
+    its options class alone (a new measure needs no case here): its ``seed`` + 1, else another
+    of a field's choices, else a flag flipped, else an integer + 1."""
+    cls = measures.REGISTRY[measure].options
+    now = cls.parse(section).to_dict()
+    fs = fields(cls)
+    if "seed" in now:
+        return {"seed": now["seed"] + 1}
+    for f in fs:
+        if "choices" in f.metadata:
+            return {f.name: next(c for c in f.metadata["choices"] if c != now[f.name])}
+    for f in fs:
+        if isinstance(now[f.name], bool):
+            return {f.name: not now[f.name]}
+    for f in fs:
+        if isinstance(now[f.name], int):
+            return {f.name: now[f.name] + 1}
+    raise AssertionError(f"measure {measure!r} has no option a test can change")
+
+
+MEASURE_CHANGES = {m: _a_change(m, tiny_config().get(m)) for m in sorted(measures.REGISTRY)}
 
 
 def _plan(cfg: dict) -> Plan:
@@ -53,8 +68,14 @@ def test_tiny_study_keeps_every_measure_and_analysis_section():
     assert plan.analyses == sorted(default.get("analyses", {}))
 
 
-def test_every_measure_has_a_config_change_case():
+def test_every_measure_has_a_valid_config_change():
+    tiny = tiny_config()
     assert set(MEASURE_CHANGES) == MEASURE_RULES
+    for m, change in MEASURE_CHANGES.items():
+        cls = measures.REGISTRY[m].options
+        before = cls.parse(tiny.get(m)).to_dict()
+        after = cls.parse({**(tiny.get(m) or {}), **change}).to_dict()
+        assert before != after, m
 
 
 # -- the tiny study run ------------------------------------------------------------------------

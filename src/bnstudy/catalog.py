@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import textwrap
+from dataclasses import fields
 
 
 def registries() -> dict[str, dict[str, str]]:
@@ -16,6 +17,7 @@ def registries() -> dict[str, dict[str, str]]:
         "normalizers": {n: r.description for n, r in sorted(normalizers.REGISTRY.items())},
         "measures": {n: "tables: " + ", ".join(m.tables) + (
             f"; dataset kinds: {', '.join(m.dataset_kinds)}" if m.dataset_kinds else "")
+            + "; options: " + ", ".join(f.name for f in fields(m.options))
             for n, m in sorted(measures.REGISTRY.items())},
         "datasets": {k: ", ".join(f"{o}" for o in data.OPTIONS[k]) for k in data.kinds()},
         "architectures": {a: "" for a in models.ARCHS},

@@ -12,6 +12,7 @@ CLI verb calls. Importing this package and its modules imports neither matplotli
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -82,14 +83,11 @@ class Section:
     summary_columns: tuple[str, ...] = ()
     summary_filter: dict = field(default_factory=dict)
     findings: Callable[[dict[str, pd.DataFrame]], str] | None = None
+    rank: int = 1000  # the report's order: by rank, then key (the question, not the module)
 
 
 FAMILIES: dict[str, Family] = {}
 SECTIONS: dict[str, Section] = {}
-# Report order: training, the core measures, then the papers' experiments.
-MODULES = ("training", "lr_sweep", "generalization", "batch_regularization", "partition_density",
-           "ics", "smoothness", "bn_jitter", "teacher_student", "teacher_student_findings",
-           "dannemann")
 
 
 def register(family: Family) -> Family:
@@ -102,9 +100,33 @@ def register_section(section: Section) -> Section:
     return section
 
 
+def _discover() -> tuple[str, ...]:
+    """The modules of this package that register a figure family or a report section (every
+    module is imported; the drawing helpers register nothing): adding a figure is adding its
+    module, with no list to edit."""
+    found = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        before = (len(FAMILIES), len(SECTIONS))
+        importlib.import_module(f"{__name__}.{info.name}")
+        if (len(FAMILIES), len(SECTIONS)) != before:
+            found.append(info.name)
+    return tuple(found)
+
+
+_MODULES: tuple[str, ...] | None = None
+
+
 def load_all() -> None:
-    for m in MODULES:
-        importlib.import_module(f"{__name__}.{m}")
+    global _MODULES
+    if _MODULES is None:
+        _MODULES = _discover()
+
+
+def __getattr__(name: str):
+    if name == "MODULES":  # the registering modules, discovered on first use
+        load_all()
+        return _MODULES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get(name: str) -> Family:

@@ -157,4 +157,5 @@ register_section(Section(
         "residual block should restore some of the lost regularization at M = 1024. The "
         "ledger's luo_large_batch, luo_gamma_batch, luo_dropout and luo_pn rows test these."),
     table="generalization", families=("batch_regularization",), findings=findings,
+    rank=50,
 ))

@@ -281,4 +281,5 @@ register_section(Section(
     # no summary table: the report's summaries group by layer but not by batch size, and would
     # pool the batch sizes as if they were seeds; the findings give the numbers per batch size
     findings=findings,
+    rank=80,
 ))

@@ -212,4 +212,5 @@ register_section(Section(
         "form, the scan and the lemma use eps = 0; 'closest BN optimum' is the projection of W0 "
         "on the optimal ray(s); GD step size, length and inits are ours (analysis options)."),
     table="dannemann", families=("dannemann_counterexample",), findings=findings,
+    rank=100,
 ))

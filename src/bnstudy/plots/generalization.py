@@ -56,4 +56,5 @@ register_section(Section(
         "the BN statistics used are recorded in the table's bn_statistics column."),
     table="generalization", families=("generalization_gap",),
     summary_columns=("train_loss", "test_loss", "loss_gap", "test_accuracy", "accuracy_gap"),
+    rank=40,
 ))

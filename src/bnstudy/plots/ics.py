@@ -250,4 +250,5 @@ register_section(Section(
         "checkpoints."),
     table="ics", families=("ics_gradient", "ics_depth", "ics_distribution"),
     findings=findings,
+    rank=20,
 ))

@@ -115,4 +115,5 @@ register_section(Section(
         "Experiments that share a dataset and a model but differ in the training lr form a "
         "learning-rate sweep (Santurkar et al.: BN allows larger learning rates)."),
     table="training", families=("lr_sweep",), findings=findings,
+    rank=70,
 ))

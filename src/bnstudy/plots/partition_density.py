@@ -297,4 +297,5 @@ register_section(Section(
     families=("partition_density_steps", "partition_density_sets", "partition_density_layers",
               "partition_density_maps"),
     findings=findings,
+    rank=10,
 ))

@@ -201,4 +201,5 @@ register_section(Section(
                      "hessian_top"),
     summary_filter={"last_step": True},
     findings=findings,
+    rank=30,
 ))

@@ -127,4 +127,5 @@ register_section(Section(
     summary_columns=("alpha", "gen_error", "theory", "rel_error", "erm_theory", "gamma2"),
     summary_filter={"last_step": True},
     findings=findings,
+    rank=90,
 ))

@@ -69,4 +69,5 @@ register_section(Section(
         "uses its running statistics."),
     table="training", families=("training_curves",),
     summary_columns=("loss", "accuracy"), summary_filter={"last_step": True},
+    rank=60,
 ))

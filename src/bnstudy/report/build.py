@@ -3,10 +3,10 @@ Jinja2 template of :mod:`bnstudy.report.template`.
 
 It opens with what the study found (the claims ledger's verdicts, each linked to its evidence;
 :mod:`bnstudy.report.summary`), then a table of contents and the sections of
-:mod:`bnstudy.plots` ordered by question (:data:`ORDER`): each shows its figures per experiment
-with captions and a summary table of mean ± CI (Student t, 95% by default) over seeds; a section
-with neither figure nor summary rows is left out. The full claims ledger, the study config and
-the provenance of every table close the report.
+:mod:`bnstudy.plots` ordered by question (each section's ``rank``): each shows its figures per
+experiment with captions and a summary table of mean ± CI (Student t, 95% by default) over
+seeds; a section with neither figure nor summary rows is left out. The full claims ledger, the
+study config and the provenance of every table close the report.
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ from bnstudy.report import template as report_template
 
 # Sections by question: partition density, ICS, smoothness, generalization and training, BN
 # jitter, teacher-student, the counterexample; sections not listed follow in registration order.
-ORDER = ("partition_density", "ics", "smoothness", "generalization", "batch_regularization",
-         "training", "lr_sweep", "bn_jitter", "teacher_student", "dannemann")
 
 
 def _figure_index(figures: list[str]) -> dict[tuple[str, str], Path]:
@@ -71,10 +69,9 @@ def summary_table(df: pd.DataFrame, section: plots.Section, level: float) -> str
 
 
 def ordered_sections() -> list[plots.Section]:
+    """The report's sections in their order: each section's ``rank``, then its key."""
     plots.load_all()
-    rank = {k: i for i, k in enumerate(ORDER)}
-    keys = sorted(plots.SECTIONS, key=lambda k: rank.get(k, len(ORDER)))  # stable
-    return [plots.SECTIONS[k] for k in keys]
+    return sorted(plots.SECTIONS.values(), key=lambda s: (s.rank, s.key))
 
 
 def section_context(section: plots.Section, frames: dict[str, pd.DataFrame],
