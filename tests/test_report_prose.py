@@ -41,3 +41,24 @@ def test_long_lists_are_counted_not_spelled_out():
     text = prose.paragraphs(summary.rows(pd.DataFrame(rows), {}, set()))
     assert text[1].endswith("; and 3 more rows.") and "w0" in text[1]
     assert f"w{prose.SHOWN}" not in text[1]
+
+
+def test_the_variance_table_counts_each_normalizers_quantities():
+    from bnstudy.report import variance
+
+    def ics(n, s, layer, k):  # none: a seed effect; batchnorm: every run's mean the same
+        if n == "none":
+            return 0.1 * s + 0.001 * (-1) ** (layer + k)
+        return 0.05 + 0.02 * (-1) ** (layer + k + s)
+
+    rows = [{"experiment": "e", "dataset": "d", "model": "m", "norm": n, "seed": s,
+             "layer_index": layer, "step": 10 * k, "grad_cosine": 1 - ics(n, s, layer, k)}
+            for n in ("none", "batchnorm") for s in range(4) for layer in (1, 2, 3)
+            for k in (0, 1)]
+    t = variance.rows({"ics": pd.DataFrame(rows)})
+    assert list(t["normalizer"]) == ["batchnorm", "none"] and (t["quantities"] == 1).all()
+    # none's runs differ by seed (between dominates); batchnorm's only within
+    assert t.set_index("normalizer").loc["none", "more seeds"] == 1
+    assert t.set_index("normalizer").loc["batchnorm", "more within-run samples"] == 1
+    assert "<table" in variance.table({"ics": pd.DataFrame(rows)})
+    assert variance.table({}) == ""

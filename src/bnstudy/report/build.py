@@ -24,6 +24,7 @@ from bnstudy.report import prose as report_prose
 from bnstudy.report import rounds as report_rounds
 from bnstudy.report import summary as report_summary
 from bnstudy.report import template as report_template
+from bnstudy.report import variance as report_variance
 
 # Sections by question: partition density, ICS, smoothness, generalization and training, BN
 # jitter, teacher-student, the counterexample; sections not listed follow in registration order.
@@ -124,6 +125,7 @@ def build(config: dict, table_paths: list[str], figures: list[str], out: str) ->
         "found": report_summary.found(ledger), "sections": sections, "ledger": ledger,
         "prose": report_prose.paragraphs(ledger),
         "rounds": report_rounds.context(frames.get("replication")),
+        "variance": report_variance.table(frames),
         "config_yaml": yaml.safe_dump(config, sort_keys=False),
         "provenance": _provenance(table_paths),
     })

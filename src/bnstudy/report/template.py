@@ -97,6 +97,7 @@ seeds resolve with 80% power; each row links to the section holding its evidence
 <li><a href="#summary">What the study found</a></li>
 {% for s in sections %}<li><a href="#{{ s.id }}">{{ s.title }}</a></li>
 {% endfor %}{% if rounds %}<li><a href="#rounds">Replication rounds</a></li>{% endif %}
+{% if variance %}<li><a href="#variance">More seeds or more probes?</a></li>{% endif %}
 {% if ledger %}<li><a href="#claims">Claims ledger</a></li>{% endif %}
 <li><a href="#configuration">Study configuration</a></li>
 <li><a href="#provenance">Provenance</a></li>
@@ -127,6 +128,18 @@ verdict at that round.</p>
 {% for r in rounds %}<p><b>{{ r.text }}</b></p>
 <div class="scroll">{{ r.table | safe }}</div>
 {% endfor %}
+</section>
+{% endif %}
+{% if variance %}
+<section id="variance">
+<h2>More seeds or more probes?<a class="up" href="#contents">&uarr; contents</a></h2>
+<p>Where each measure's per-run noise comes from: for each experiment and normalizer, how many of
+the quantities the ledger reads have a variance dominated by the spread between seeds (more
+seeds help) or by the within-run sample (raising the option named helps without training more
+runs), and the median share of the within-run part (a one-way random-effects split per
+quantity; <code>python -m bnstudy variance results/tables/&lt;measure&gt;.parquet</code> prints
+every quantity).</p>
+<div class="scroll">{{ variance | safe }}</div>
 </section>
 {% endif %}
 {% if ledger %}

@@ -1,0 +1,51 @@
+"""The report's "more seeds or more probes?" table: where each measure's per-run noise comes from.
+
+For each measure whose per-run values the ledger reads (smoothness, ics, partition density:
+:func:`bnstudy.claims.variance.split_measure`), one row per experiment and normalizer: how many
+of its quantities are dominated by the spread between seeds (``more seeds`` would help) and how
+many by the within-run sample (raising the measure's probes, points or checkpoints would help,
+without training more runs), and the median share of the within-run part in the variance of a
+run's value. A user deciding how to spend compute reads it next to the ledger's
+``seeds_needed``.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bnstudy.claims import variance
+
+MEASURES = ("smoothness", "ics", "partition_density")
+# what a run's within-run sample is, per measure (the rows its value averages; a fixed factor's
+# levels are not noise: bnstudy.claims.variance)
+OPTION = {"smoothness": "checkpoints (the training's checkpoints list)",
+          "ics": "checkpoints x layers (the training's checkpoints list)",
+          "partition_density": "points (partition_density.n_points)"}
+
+
+def table(frames: dict[str, pd.DataFrame]) -> str:
+    """The HTML table, or '' when the study has none of the measures' tables."""
+    df = rows(frames)
+    return "" if df.empty else df.to_html(index=False, border=0)
+
+
+def rows(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per measure, experiment and normalizer (see the module docstring)."""
+    rows = []
+    for m in MEASURES:
+        df = frames.get(m)
+        if df is None or df.empty:
+            continue
+        try:
+            split = variance.split_measure(m, df)
+        except ValueError:
+            continue  # a table without the columns the split needs (an old results directory)
+        split = split[split["n_runs"] >= 2]
+        for (e, norm), g in split.groupby(["experiment", "norm"], sort=True):
+            seeds = int((g["advice"] == "more seeds").sum())
+            rows.append({"measure": m, "experiment": e, "normalizer": norm,
+                         "quantities": len(g), "more seeds": seeds,
+                         "more within-run samples": len(g) - seeds,
+                         "median within-run share": f"{g['within_share'].median():.0%}",
+                         "within-run sample": OPTION[m]})
+    return pd.DataFrame(rows)
