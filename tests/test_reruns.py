@@ -28,6 +28,8 @@ import pytest
 from harness import downstream, dry_run, job_counts, job_keys, snakemake
 
 from bnstudy import analyses, measures, plots
+from bnstudy.codeversion import closure
+from bnstudy.networks import norms
 from bnstudy.plan import STAGE_CODE
 
 pytestmark = pytest.mark.workflow
@@ -138,11 +140,22 @@ def test_editing_a_measure_module_reruns_only_that_measure(local_study, full_pla
 
 
 def _train_modules():
-    """The modules training runs on: the loop, the model's, and every normalizer module."""
-    norms = sorted(p.relative_to(SRC).as_posix() for p in (SRC / "networks/norms").glob("*.py")
-                   if p.name != "__init__.py")
+    """The modules every training run runs on: the loop, the model's, the registry and the
+    normalizer modules it imports statically (the modules that only define normalizers are
+    imported by discovery and hashed per run: :func:`_entry_modules`)."""
+    shared = closure([*STAGE_CODE["train"], "train/config.py", "train/spec.py"])
+    norms_dir = sorted(p.relative_to(SRC).as_posix() for p in (SRC / "networks/norms").glob("*.py")
+                       if p.name != "__init__.py")
     return ["networks/models.py", "train/loop.py", "train/config.py", "train/spec.py",
-            "networks/normalizers.py", *norms]
+            "networks/normalizers.py", *(m for m in norms_dir if m in shared)]
+
+
+def _entry_modules():
+    """The normalizer modules that not every training run imports: those that define
+    normalizers (found by discovery) and the layers only they import."""
+    shared = set(_train_modules())
+    return sorted(p.relative_to(SRC).as_posix() for p in (SRC / "networks/norms").glob("*.py")
+                  if p.name != "__init__.py" and p.relative_to(SRC).as_posix() not in shared)
 
 
 @pytest.mark.parametrize("module", _train_modules())
@@ -154,6 +167,35 @@ def test_editing_model_or_training_code_reruns_training_and_downstream(local_stu
     _assert_plan(got, full_plan, users)
     assert job_counts(got)["train"] == job_counts(full_plan)["train"]
     assert not any(j["rule"] in ("prepare_data", "analysis") for j in got)
+
+
+@pytest.mark.parametrize("module", _entry_modules())
+def test_editing_a_normalizers_module_reruns_only_its_runs(local_study, full_plan, module):
+    """A module that defines normalizers (or that only they import) is in the code hash of their
+    runs only: editing it reruns those runs' training (for changed params) and what reads them,
+    nothing else (no run of the tiny study uses the variants: nothing reruns)."""
+    names = {n for n, m in norms.entry_modules().items() if module in closure([m])}
+    got = _edited(local_study["project"], module)
+
+    def own(j):
+        return j["rule"] == "train" and j["wildcards"]["norm"] in names
+
+    assert job_keys(got) == job_keys(downstream(full_plan, own))
+    assert all("Params have changed" in j["reason"] for j in got if own(j))
+    assert not any(j["rule"] == "train" and not own(j) for j in got)
+
+
+def test_adding_a_normalizer_reruns_nothing(local_study):
+    """A new normalizer's module joins the registry by discovery; no run uses it yet."""
+    path = local_study["project"] / "src" / "bnstudy" / "networks" / "norms" / "throwaway.py"
+    path.write_text(
+        "from bnstudy.networks.norms.registry import Normalizer, identity, register\n"
+        "NORMALIZERS = ('throwaway_norm',)\n"
+        "register(Normalizer('throwaway_norm', identity, description='a test entry'))\n")
+    try:
+        assert dry_run(local_study["project"]) == []
+    finally:
+        path.unlink()
 
 
 def _plot_module_cases():

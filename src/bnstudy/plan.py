@@ -43,11 +43,13 @@ from functools import cached_property
 
 from bnstudy import analyses, measures, plots, tables
 from bnstudy.codeversion import code_version
+from bnstudy.networks import norms
 from bnstudy.replication.schedule import Rounds
 
 # The package modules each fixed stage's command imports (entries of its code hash).
 STAGE_CODE = {
     "data": ("data/__init__.py", "data/files.py", "io.py"),
+    # and the module of the run's normalizer: Plan.train_code
     "train": ("train/loop.py", "networks/models.py", "networks/normalizers.py",
               "train/checkpoints.py", "io.py"),
     "tables": ("tables.py", "io.py"),
@@ -296,6 +298,14 @@ class Plan(Rounds):
     # -- code versions -----------------------------------------------------------------------
     def code(self, stage: str, extra=()) -> str:
         return code_version([*STAGE_CODE.get(stage, ()), *extra])
+
+    def train_code(self, norm: str) -> str:
+        """A train job's code version: the training stage's modules and the module that defines
+        the run's normalizer (:func:`bnstudy.networks.norms.entry_modules`; the registry
+        imports the others dynamically, so their code is not in the stage's): a new or changed
+        normalizer reruns only the runs that use it."""
+        entry = norms.entry_modules().get(norm)
+        return self.code("train", [entry] if entry else [])
 
     def measure_code(self, measure: str) -> str:
         return code_version([measures.REGISTRY[measure].source])

@@ -67,6 +67,10 @@ def get_run_dataset(wildcards):
     return PLAN.dataset_file(wildcards.experiment)
 
 
+def get_train_code(wildcards):
+    return PLAN.train_code(wildcards.norm)
+
+
 def get_run_spec(wildcards):
     return PLAN.run_spec(wildcards.experiment, wildcards.norm, wildcards.seed)
 

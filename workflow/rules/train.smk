@@ -15,7 +15,7 @@ rule train:
         spec=get_run_spec,
         device=config["device"],
         resume=run_out("resume.pt"),
-        code=PLAN.code("train"),
+        code=get_train_code,
     shell:
         "python -m bnstudy train --data {input.data:q} --spec {params.spec:q}"
         " --device {params.device:q} --threads {threads} --resume {params.resume:q}"

@@ -54,6 +54,7 @@ import torch
 from bnstudy.networks.norms.host_ints import buffer_int, remember_int
 from bnstudy.networks.norms.layers import BatchNormBase, channel_view, check_value
 from bnstudy.networks.norms.noisy import StepNoise
+from bnstudy.networks.norms.registry import BN, Normalizer, number_at_least, register, require
 
 CALIBRATION_MOMENTUM = 0.98  # weight of the past in the running variance estimates, per step
 _ESTIMATES = ("last_mu", "last_sigma", "var_mu", "var_sigma", "used_var_mu", "used_var_sigma")
@@ -163,3 +164,16 @@ class JitterBatchNorm(StepNoise, BatchNormBase):
         self._track(x)
         y = (x - channel_view(mu, x)) / channel_view(sigma, x)
         return y * channel_view(self.weight, x) + channel_view(self.bias, x)
+
+
+# -- the registry entry ------------------------------------------------------------------------
+NORMALIZERS = ("batchnorm_jitter",)
+
+register(Normalizer(
+    "batchnorm_jitter", lambda c, kind, **o: JitterBatchNorm(c, **o), **BN, stochastic=True,
+    options={"extra_variance": 0.15},
+    check=lambda o: require(o, "extra_variance",
+                            lambda v: number_at_least(0)(v) and math.isfinite(v),
+                            "a finite number >= 0"),
+    description="BN with jitter: extra noise raising var(mu_B), var(sigma_B) by extra_variance "
+                "(BN-Explained §5)"))

@@ -35,6 +35,7 @@ from torch import nn
 
 from bnstudy.networks.norms.host_ints import buffer_int, remember_int
 from bnstudy.networks.norms.layers import BatchNormBase, check_value
+from bnstudy.networks.norms.registry import BN, Normalizer, register
 
 EVAL_NOISE = ("mean", "off")
 
@@ -111,3 +112,12 @@ class NoisyBatchNorm(StepNoise, BatchNormBase):
         if self.eval_noise == "mean":
             return y * ((1 + self.n_sigma) / 2)
         return y
+
+
+# -- the registry entry ------------------------------------------------------------------------
+NORMALIZERS = ("noisy_batchnorm",)
+
+register(Normalizer(
+    "noisy_batchnorm", lambda c, kind, **o: NoisyBatchNorm(c, **o), **BN, stochastic=True,
+    options={"n_mu": 0.5, "n_sigma": 1.25, "r_mu": 0.1, "r_sigma": 0.1, "eval_noise": "mean"},
+    description="BatchNorm followed by Santurkar's Algorithm 1 time-varying noise"))

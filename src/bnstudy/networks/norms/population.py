@@ -56,11 +56,19 @@ from torch import nn
 
 from bnstudy.networks.blocks import blocks
 from bnstudy.networks.layer_inputs import for_each_input
-from bnstudy.networks.norms.fixed import FrozenAffine, gamma_decayed
+from bnstudy.networks.norms.fixed import FrozenAffine, WeightNormGammaDecay, gamma_decayed
 from bnstudy.networks.norms.float32 import Float32Statistics
 from bnstudy.networks.norms.host_ints import buffer_int, remember_int
 from bnstudy.networks.norms.layers import channel_view
 from bnstudy.networks.norms.population_decay import PROBES, curvature_zeta
+from bnstudy.networks.norms.registry import (
+    Normalizer,
+    check_eps,
+    int_at_least,
+    number_at_least,
+    register,
+    require,
+)
 
 
 class PopulationNorm(Float32Statistics, nn.Module):
@@ -236,3 +244,54 @@ def fold_bn_init(model: nn.Module, ctx, options: dict, chunk: int = 4096) -> Non
         else:
             block.norm.shift.copy_(mean.to(block.norm.shift.dtype))
             block.norm.scale.copy_((1 / sigma).to(block.norm.scale.dtype))
+
+
+# -- the registry entries ----------------------------------------------------------------------
+NORMALIZERS = ("population_norm", "weightnorm_gamma_decay", "bn_init")
+
+
+def _check_population(o: dict) -> None:
+    require(o, "n_samples", int_at_least(2), "an int >= 2")
+    require(o, "refresh_every", int_at_least(1), "an int >= 1")
+    require(o, "zeta", lambda v: v == "eq3" or number_at_least(0)(v), "'eq3' or a number >= 0")
+    require(o, "zeta_batch_size", lambda v: v is None or int_at_least(2)(v),
+            "null or an int >= 2")
+    require(o, "zeta_probes", int_at_least(0), "an int >= 0")
+    require(o, "eps", lambda v: number_at_least(0)(v) and v > 0, "a number > 0")
+
+
+def _check_bn_init(o: dict) -> None:
+    require(o, "fold", lambda v: isinstance(v, bool), "true or false")
+    check_eps(o)
+
+
+def _check_wn_gamma_decay(o: dict) -> None:
+    require(o, "zeta", lambda v: v == "luo" or number_at_least(0)(v), "'luo' or a number >= 0")
+    require(o, "zeta_batch_size", lambda v: v is None or int_at_least(1)(v),
+            "null or an int >= 1")
+    require(o, "input_var", lambda v: v == "fan_in" or (number_at_least(0)(v) and v > 0),
+            "'fan_in' (1/fan_in) or a number > 0")
+
+
+def _population_refresh(model: nn.Module, ctx, step: int, o: dict) -> None:
+    if step % o["refresh_every"] == 0:
+        refresh(model, ctx, o, step=step)
+
+
+register(Normalizer(
+    "population_norm", lambda c, kind, zeta, eps, **_: PopulationNorm(c, zeta=zeta, eps=eps),
+    linear_bias=False,
+    options={"n_samples": 1024, "refresh_every": 1, "zeta": "eq3", "zeta_batch_size": None,
+             "zeta_probes": 4, "eps": 1e-5},
+    check=_check_population, before_update=_population_refresh,
+    description="Luo's population normalization + gamma decay"))
+register(Normalizer(
+    "weightnorm_gamma_decay", lambda c, kind, zeta, input_var, **_: WeightNormGammaDecay(
+        c, zeta=zeta, input_var=input_var), linear_bias=False,
+    options={"zeta": "luo", "zeta_batch_size": None, "input_var": 1.0},
+    check=_check_wn_gamma_decay, on_init=luo_zeta,
+    description="Luo's WN + gamma decay (population norm for isotropic inputs, §4 Eq. 4)"))
+register(Normalizer(
+    "bn_init", lambda c, kind, **_: FrozenAffine(c), options={"fold": True, "eps": 1e-5},
+    check=_check_bn_init, on_init=lambda model, ctx, o: fold_bn_init(model, ctx, o),
+    description="BN-Explained's smart init: whole-training-set BN frozen at step 0, no BN"))

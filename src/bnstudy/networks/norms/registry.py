@@ -1,0 +1,133 @@
+"""The normalizer registry's core: what a normalizer is (:class:`Normalizer`), the hook context
+the trainer passes, and :func:`register` / :func:`get` (see :mod:`bnstudy.networks.normalizers`
+for the contract and every registered entry; the entries live in the modules of this package
+that define them)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import torch
+from torch import nn
+from torch.nn.utils import parametrizations
+
+
+@dataclass(frozen=True)
+class HookContext:
+    """What the trainer hands to normalizer hooks: the training set and run settings."""
+
+    x: torch.Tensor  # training inputs, on the run's device
+    y: torch.Tensor  # training targets
+    task: str  # "classification" | "regression"
+    batch_size: int  # the training mini-batch size (the training-set size for full batch)
+    seed: int  # the run seed
+
+
+def _identity_wrap(module: nn.Module) -> nn.Module:
+    return module
+
+
+@dataclass(frozen=True)
+class Normalizer:
+    """A named normalization scheme, injected into models."""
+
+    name: str
+    build: Callable[..., nn.Module]  # build(num_features, kind, **options)
+    wrap: Callable[[nn.Module], nn.Module] = _identity_wrap
+    linear_bias: bool = True
+    description: str = ""
+    uses_batch_statistics: bool = False  # training mode normalizes with batch statistics
+    stochastic: bool = False  # training mode draws noise (of the step set by set_step)
+    options: dict = field(default_factory=dict)  # defaults; with_options gives configured ones
+    check: Callable[[dict], None] | None = None  # validates option values
+    bias_init: str | None = None  # overrides the model config's bias_init when set
+    on_init: Callable[[nn.Module, HookContext, dict], None] | None = None
+    before_update: Callable[[nn.Module, HookContext, int, dict], None] | None = None
+
+    def layer(self, num_features: int, kind: str) -> nn.Module:
+        if kind not in ("fc", "conv"):
+            raise ValueError(f"layer kind must be 'fc' or 'conv', got {kind!r}")
+        return self.build(num_features, kind, **self.options)
+
+    def with_options(self, options: dict | None) -> Normalizer:
+        """This normalizer with ``options`` over its defaults (checked)."""
+        options = dict(options or {})
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            valid = ", ".join(sorted(self.options)) or "none"
+            raise ValueError(f"unknown option(s) {unknown} for normalizer {self.name!r}; "
+                             f"valid: {valid}")
+        merged = {**self.options, **options}
+        if self.check is not None:
+            self.check(merged)
+        return replace(self, options=merged)
+
+    def init_overrides(self) -> dict:
+        """Model-config fields this normalizer overrides (the bias-init baselines)."""
+        if self.bias_init is None:
+            return {}
+        out = {"bias_init": self.bias_init}
+        if self.options.get("bias_std") is not None:
+            out["bias_std"] = float(self.options["bias_std"])
+        return out
+
+
+REGISTRY: dict[str, Normalizer] = {}
+SOURCES: dict[str, str] = {}  # name -> the module that registered it
+
+
+def register(norm: Normalizer) -> Normalizer:
+    """Add ``norm`` to the registry (the calling module is recorded as its source: it must name
+    the entry in its ``NORMALIZERS`` tuple, :func:`bnstudy.networks.norms.entry_modules`)."""
+    if norm.name in REGISTRY:
+        raise ValueError(f"normalizer {norm.name!r} is already registered")
+    REGISTRY[norm.name] = norm
+    caller = inspect.currentframe().f_back
+    SOURCES[norm.name] = caller.f_globals.get("__name__", "?") if caller else "?"
+    return norm
+
+
+def get(name: str, options: dict | None = None) -> Normalizer:
+    try:
+        norm = REGISTRY[name]
+    except KeyError:
+        valid = ", ".join(sorted(REGISTRY))
+        raise ValueError(f"unknown normalizer {name!r}; valid choices: {valid}") from None
+    return norm.with_options(options)
+
+
+def names() -> list[str]:
+    return sorted(REGISTRY)
+
+
+def require(opts: dict, key: str, ok: Callable, valid: str) -> None:
+    if not ok(opts[key]):
+        raise ValueError(f"bad normalizer option {key}={opts[key]!r}; valid: {valid}")
+
+
+def int_at_least(lo: int) -> Callable:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= lo
+
+
+def number_at_least(lo: float) -> Callable:
+    return lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= lo
+
+
+def identity(c: int, kind: str, **_) -> nn.Module:
+    """The layer of a normalizer that adds none (its effect is in ``wrap`` or the init)."""
+    return nn.Identity()
+
+
+def weight_norm(module: nn.Module) -> nn.Module:
+    """Weight normalization ``w = g v / ||v||`` of a linear/conv map (a ``wrap``)."""
+    return parametrizations.weight_norm(module, name="weight", dim=0)
+
+
+def check_eps(o: dict) -> None:
+    require(o, "eps", number_at_least(0), "a number >= 0")
+
+
+# the traits of a normalizer that normalizes with the batch's statistics (BN and its variants)
+BN = {"linear_bias": False, "uses_batch_statistics": True}
