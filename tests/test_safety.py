@@ -184,7 +184,8 @@ def test_a_grid_of_thousands_of_runs_keeps_the_commands_small(project):
     cfg_path = project / "big.yaml"
     harness.write_config(cfg_path, cfg)
     proc = snakemake(project, "-n", "-p", "results/tables/training.parquet",
-                     "results/runs/star/generalization.parquet", "--configfile", str(cfg_path))
+                     "results/runs/star/seeds0-1999/generalization.parquet", "--configfile",
+                     str(cfg_path))
     for verb, name in (("aggregate", "history.parquet"), ("measure", "checkpoints.pt")):
         commands = [c for c in _commands(proc.stdout) if f" {verb} " in c]
         assert len(commands) == 1, verb
