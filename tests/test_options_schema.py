@@ -9,6 +9,7 @@ import yaml
 
 from bnstudy import measures, study
 from bnstudy.config_file import ConfigError, read_yaml, validate_schema
+from bnstudy.options import plain
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
@@ -29,17 +30,9 @@ def test_a_measures_section_is_its_options_fields(name):
         default = f.default if f.default is not MISSING else f.default_factory()
         parsed = cls.parse({}).to_dict()[f.name]
         assert yaml.safe_dump(section["properties"][f.name]["default"]) == yaml.safe_dump(
-            yaml.safe_load(yaml.safe_dump(_plain(default)))), f.name
-        assert _plain(parsed) == _plain(default), f.name
+            yaml.safe_load(yaml.safe_dump(plain(default)))), f.name
+        assert plain(parsed) == plain(default), f.name
     assert ("default" in section) == cls.ALWAYS
-
-
-def _plain(v):
-    if isinstance(v, (tuple, list)):
-        return [_plain(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    return v
 
 
 def test_defaults_fill_a_configured_section_and_unknown_keys_are_named():

@@ -25,14 +25,12 @@ def _set_threads(n: int) -> None:
 
 def _runs(cfg: dict) -> str:
     """'N training runs', and with replication policies the most the rounds can add."""
-    from bnstudy.replication.policy import Policy
+    from bnstudy.plan import Plan
 
-    first = top = 0
-    for e in cfg["experiments"].values():
-        d = e.get("replication", cfg.get("replication"))
-        rounds = Policy.parse(d).rounds if d else (len(e["seeds"]),)
-        first += len(e["norms"]) * (rounds[0] if d else len(e["seeds"]))
-        top += len(e["norms"]) * rounds[-1]
+    plan = Plan(cfg)
+    first = len(plan.runs)  # a replicated experiment's first round
+    top = sum(len(x["norms"]) * (plan.policies[e].rounds[-1] if e in plan.policies
+                                 else len(x["seeds"])) for e, x in plan.experiments.items())
     return (f"{first} training runs" if top == first else
             f"{first} training runs in the first round, at most {top} after the replication "
             f"rounds")

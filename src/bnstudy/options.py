@@ -45,12 +45,12 @@ _JSON_TYPES = {"bool": "boolean", "int": "integer", "float": "number", "str": "s
                "tuple": "array", "dict": "object"}
 
 
-def _plain(value):
+def plain(value):
     """A default as JSON/YAML has it (tuples as lists, recursively)."""
     if isinstance(value, (tuple, list)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     return value
 
 
@@ -119,13 +119,13 @@ class Options:
             if kind in _JSON_TYPES:
                 p["type"] = _JSON_TYPES[kind]
             if "choices" in f.metadata:
-                p["enum"] = list(_plain(f.metadata["choices"]))
+                p["enum"] = list(plain(f.metadata["choices"]))
             if "minimum" in f.metadata:
                 p["minimum"] = f.metadata["minimum"]
             if f.default is not MISSING:
-                p["default"] = _plain(f.default)
+                p["default"] = plain(f.default)
             elif f.default_factory is not MISSING:
-                p["default"] = _plain(f.default_factory())
+                p["default"] = plain(f.default_factory())
             if f.metadata.get("doc"):
                 p["description"] = f.metadata["doc"]
             props[f.name] = p

@@ -44,6 +44,7 @@ from functools import cached_property
 from bnstudy import analyses, measures, plots, tables
 from bnstudy.codeversion import code_version
 from bnstudy.networks import norms
+from bnstudy.plan_figures import Figures
 from bnstudy.replication.schedule import Rounds
 
 # The package modules each fixed stage's command imports (entries of its code hash).
@@ -87,7 +88,7 @@ def write_arguments(path: str, arguments: list[str], log: str | None = None) -> 
 
 
 @dataclass
-class Plan(Rounds):
+class Plan(Rounds, Figures):
     """The jobs of one study: ``config`` is the flat config :func:`bnstudy.study.check`
     returned, ``results`` its results directory (normalised: one spelling per path)."""
 
@@ -256,44 +257,6 @@ class Plan(Rounds):
         extra = [REPLICATION] if self.policies else []
         return [self.res("tables", f"{t}.parquet") for t in [*self.tables, *self.analyses,
                                                                *extra]]
-
-    # -- figures -----------------------------------------------------------------------------
-    @cached_property
-    def figures(self) -> dict:
-        """The figure families this study draws: those whose tables it makes and that have at
-        least one figure to draw."""
-        have = set(self.tables) | set(self.analyses)
-        return {n: f for n, f in plots.FAMILIES.items()
-                if set(f.tables) <= have and self._outputs(f)}
-
-    def _applies(self, family, experiment: str) -> bool:
-        measured = {self.table_measure.get(t) for t in family.tables} - {None}
-        if not measured <= set(self.experiment_measures(experiment)):
-            return False
-        kind = self.dataset_kind(experiment)
-        if family.in_experiment is not None and not family.in_experiment(self.config,
-                                                                          experiment):
-            return False  # the options leave the rows this figure draws empty
-        return (family.datasets is None or kind in family.datasets) and (
-            kind not in family.skip_datasets)
-
-    def figure_outputs(self, name: str) -> dict[str, str]:
-        """``{experiment or "study": png}`` of one family."""
-        return self._outputs(self.figures[name])
-
-    def _outputs(self, f) -> dict[str, str]:
-        name = f.name
-        if f.scope == "study":
-            ok = f.in_study is None or f.in_study(self.config)
-            return {"study": self.res("figures", "study", f"{name}.png")} if ok else {}
-        return {e: self.res("figures", e, f"{name}.png") for e in self.experiments
-                if self._applies(f, e)}
-
-    def figure_tables(self, name: str) -> list[str]:
-        return [self.res("tables", f"{t}.parquet") for t in self.figures[name].tables]
-
-    def all_figures(self) -> list[str]:
-        return [p for n in self.figures for p in self.figure_outputs(n).values()]
 
     # -- code versions -----------------------------------------------------------------------
     def code(self, stage: str, extra=()) -> str:

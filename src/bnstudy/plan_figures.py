@@ -1,0 +1,53 @@
+"""The figure jobs of a study's plan: which figure families it draws, for which experiments.
+
+A mixin of :class:`bnstudy.plan.Plan` (it needs the plan's ``config``, ``experiments``,
+:meth:`res`, :attr:`tables`, :attr:`analyses`, :attr:`table_measure`, :meth:`dataset_kind` and
+:meth:`experiment_measures`). A family is drawn where the study makes its tables and it has a
+figure to draw (:mod:`bnstudy.plots`: its data kinds, and its ``in_experiment`` /
+``in_study`` tests, so that no figure is scheduled over an empty table).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from bnstudy import plots
+
+
+class Figures:
+    @cached_property
+    def figures(self) -> dict:
+        """The figure families this study draws: those whose tables it makes and that have at
+        least one figure to draw."""
+        have = set(self.tables) | set(self.analyses)
+        return {n: f for n, f in plots.FAMILIES.items()
+                if set(f.tables) <= have and self._outputs(f)}
+
+    def _applies(self, family, experiment: str) -> bool:
+        measured = {self.table_measure.get(t) for t in family.tables} - {None}
+        if not measured <= set(self.experiment_measures(experiment)):
+            return False
+        kind = self.dataset_kind(experiment)
+        if family.in_experiment is not None and not family.in_experiment(self.config,
+                                                                          experiment):
+            return False  # the options leave the rows this figure draws empty
+        return (family.datasets is None or kind in family.datasets) and (
+            kind not in family.skip_datasets)
+
+    def figure_outputs(self, name: str) -> dict[str, str]:
+        """``{experiment or "study": png}`` of one family."""
+        return self._outputs(self.figures[name])
+
+    def _outputs(self, f) -> dict[str, str]:
+        name = f.name
+        if f.scope == "study":
+            ok = f.in_study is None or f.in_study(self.config)
+            return {"study": self.res("figures", "study", f"{name}.png")} if ok else {}
+        return {e: self.res("figures", e, f"{name}.png") for e in self.experiments
+                if self._applies(f, e)}
+
+    def figure_tables(self, name: str) -> list[str]:
+        return [self.res("tables", f"{t}.parquet") for t in self.figures[name].tables]
+
+    def all_figures(self) -> list[str]:
+        return [p for n in self.figures for p in self.figure_outputs(n).values()]
