@@ -75,8 +75,9 @@ def parser() -> argparse.ArgumentParser:
                    help="the run file: checkpoints, batches, optimizer states (.pt)")
     s.add_argument("--out-history", required=True, help="the training history table (.parquet)")
 
-    s = sub.add_parser("measure", help="run a registered measure over every run of one "
-                       "experiment (each run's checkpoints file under the results directory)")
+    s = sub.add_parser("measure", help="run a registered measure over every run of one block of "
+                       "an experiment's seeds (each run's checkpoints file under the results "
+                       "directory)")
     s.add_argument("name", help="the measure (`python -m bnstudy list measures`)")
     s.add_argument("--results", required=True, help="the results directory holding the runs")
     s.add_argument("--experiment", required=True, help="the experiment whose runs to measure")
@@ -144,7 +145,7 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("aggregate", help="concatenate every run's per-run table into one table")
     s.add_argument("--results", required=True, help="the results directory")
     s.add_argument("--name", required=True,
-                   help="the per-run or per-experiment file, e.g. history.parquet")
+                   help="the per-run or per-block file, e.g. history.parquet")
     s.add_argument("--grid", type=json_arg, required=True,
                    help='the runs as JSON: {"<experiment>": {"norms": [...], "seeds": [...], '
                         '"axes": {...}}}; the axes become columns')
