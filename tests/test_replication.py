@@ -107,3 +107,17 @@ def test_an_experiment_with_fewer_seeds_than_its_first_round_has_no_look():
     assert sq.interval_levels({"e": {"rounds": [3, 6]}}, {"e": 2}) == {}
     assert sq.interval_levels({"e": {"rounds": [3, 6], "spending": "linear"}},
                               {"e": 6}) == {"e": pytest.approx(1 - 0.05 * 3 / 6)}
+
+
+def test_a_bad_policy_in_a_study_names_where_it_is():
+    from pathlib import Path
+
+    from bnstudy import study
+    from bnstudy.config_file import ConfigError
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = study.load([root / ".test/config.yaml"],
+                     {"experiments": {"star": {"replication": {"rounds": [3, 2]}}}})
+    with pytest.raises(ConfigError,
+                       match=r"^experiments\.star\.replication: .*strictly increasing"):
+        study.check(cfg, local=False)

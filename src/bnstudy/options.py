@@ -33,14 +33,6 @@ def at_least(default, minimum, doc: str = "", **kw):
     return field(default=default, metadata={"minimum": minimum, "doc": doc}, **kw)
 
 
-def documented(default, doc: str, **kw):
-    """A field with a description (the schema's; ``default`` may be a zero-argument factory
-    when ``factory=True`` is passed)."""
-    if kw.pop("factory", False):
-        return field(default_factory=default, metadata={"doc": doc}, **kw)
-    return field(default=default, metadata={"doc": doc}, **kw)
-
-
 _JSON_TYPES = {"bool": "boolean", "int": "integer", "float": "number", "str": "string",
                "tuple": "array", "dict": "object"}
 

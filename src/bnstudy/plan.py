@@ -41,7 +41,7 @@ import os
 from dataclasses import dataclass
 from functools import cached_property
 
-from bnstudy import analyses, measures, plots, tables
+from bnstudy import analyses, io, measures, plots, tables
 from bnstudy.codeversion import code_version
 from bnstudy.networks import norms
 from bnstudy.plan_figures import Figures
@@ -75,11 +75,7 @@ def write_arguments(path: str, arguments: list[str], log: str | None = None) -> 
     if bad:
         raise ValueError(f"argument {bad[0][:80]!r} holds a line break; an argument file holds "
                          "one argument per line")
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write("".join(f"{a}\n" for a in arguments))
-    os.replace(tmp, path)
+    io.write_bytes(path, "".join(f"{a}\n" for a in arguments).encode())
     if log is not None:
         os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
         with open(log, "w", encoding="utf-8") as fh:

@@ -236,23 +236,15 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
 def _replication(cfg: dict) -> None:
     """Each replication policy parses, and an experiment declares no more seeds than its
     first round holds (the rounds add the next integers above them)."""
-    from bnstudy.replication.policy import Policy
+    from bnstudy.replication import policy as replication
 
-    default = cfg.get("replication")
-    if default:
-        try:
-            Policy.parse(default, "replication")
-        except ValueError as err:
-            fail("replication", str(err))
-    for name, e in cfg["experiments"].items():
-        d = e.get("replication", default)
-        if not d:
-            continue
-        where = f"experiments.{name}.replication"
-        try:
-            policy = Policy.parse(d, where)
-        except ValueError as err:
-            fail(where, str(err).removeprefix(f"{where}: "))
+    try:
+        found = replication.policies(cfg)
+    except ValueError as err:
+        where, _, why = str(err).partition(": ")
+        fail(where, why)
+    for name, policy in found.items():
+        e = cfg["experiments"][name]
         if len(e["seeds"]) > policy.rounds[0]:
             fail(f"experiments.{name}.seeds",
                  f"{len(e['seeds'])} seeds {e['seeds']} are more than the first replication "

@@ -296,6 +296,5 @@ register_section(Section(
     table="partition_density",
     families=("partition_density_steps", "partition_density_sets", "partition_density_layers",
               "partition_density_maps"),
-    findings=findings,
-    rank=10,
+    findings=findings, rank=10,
 ))

@@ -32,7 +32,7 @@ class Policy:
     @classmethod
     def parse(cls, d: dict, where: str = "replication") -> Policy:
         if not isinstance(d, dict):
-            raise ValueError(f"{where} must be a mapping with keys {', '.join(KEYS)}, got {d!r}")
+            raise ValueError(f"{where}: must be a mapping with keys {', '.join(KEYS)}, got {d!r}")
         bad = sorted(set(d) - set(KEYS))
         if bad:
             raise ValueError(f"{where}: unknown key(s) {bad}; valid: {', '.join(KEYS)}")
@@ -70,6 +70,20 @@ class Policy:
             out.append(nxt)
             nxt += 1
         return out[: self.rounds[look]]
+
+
+def policies(cfg: dict) -> dict[str, Policy]:
+    """Each experiment's policy: its own ``replication``, else the study's (``false`` or none:
+    no policy). A policy that does not parse raises, naming where it is."""
+    default = cfg.get("replication")
+    if default:
+        Policy.parse(default, "replication")
+    out = {}
+    for name, x in cfg["experiments"].items():
+        d = x.get("replication", default)
+        if d:
+            out[name] = Policy.parse(d, f"experiments.{name}.replication")
+    return out
 
 
 def continuing(ledger: pd.DataFrame, rules: dict[str, tuple[str, float]],

@@ -20,7 +20,6 @@ stopped when, with how many seeds.
 from __future__ import annotations
 
 import json
-import os
 
 import pandas as pd
 
@@ -85,13 +84,8 @@ def decide(results: str, k: int, grid: dict, spec: dict, plans: dict, level: flo
 
 
 def write(record: dict, out: str) -> None:
-    """The round file, replaced whole."""
-    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-    tmp = f"{out}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(record, fh, indent=1, sort_keys=True)
-        fh.write("\n")
-    os.replace(tmp, out)
+    """The round file, replaced whole (:func:`bnstudy.io.write_bytes`)."""
+    io.write_bytes(out, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode())
 
 
 def read(path: str) -> dict:
@@ -108,9 +102,9 @@ def read(path: str) -> dict:
 
 def table(paths: list[str], out: str) -> pd.DataFrame:
     """``tables/replication.parquet`` from the round files, in round order."""
+    records = [read(p) for p in paths]
     rows = []
-    for path in paths:
-        rec = read(path)
+    for rec in records:
         for e, x in rec["experiments"].items():
             if not x["open"]:
                 continue
@@ -124,6 +118,6 @@ def table(paths: list[str], out: str) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=cols).sort_values(["experiment", "round", "claim_id",
                                                        "row_experiment", "norm"],
                                                       kind="stable", ignore_index=True)
-    io.write_table(df, out, io.provenance(io.stable_hash([read(p) for p in paths]), "cpu",
+    io.write_table(df, out, io.provenance(io.stable_hash(records), "cpu",
                                           rounds=len(paths)))
     return df

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from functools import cached_property
 
-from bnstudy.replication.policy import Policy
+from bnstudy.replication.policy import Policy, policies
 
 
 def _json(value) -> str:
@@ -33,14 +33,8 @@ class Rounds:
     @cached_property
     def policies(self) -> dict[str, Policy]:
         """The replication policy of each experiment that has one (its own ``replication``, else
-        the study's)."""
-        default = self.config.get("replication")
-        out = {}
-        for e, x in self.experiments.items():
-            d = x.get("replication", default)
-            if d:
-                out[e] = Policy.parse(d, f"experiments.{e}.replication")
-        return out
+        the study's): :func:`bnstudy.replication.policy.policies`."""
+        return policies(self.config)
 
     def plans(self) -> dict:
         """``{experiment: {"rounds", "spending"}}`` of the replicated experiments (JSON-able)."""

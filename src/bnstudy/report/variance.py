@@ -31,7 +31,7 @@ def table(frames: dict[str, pd.DataFrame]) -> str:
 
 def rows(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per measure, experiment and normalizer (see the module docstring)."""
-    rows = []
+    out = []
     for m in MEASURES:
         df = frames.get(m)
         if df is None or df.empty:
@@ -43,9 +43,9 @@ def rows(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
         split = split[split["n_runs"] >= 2]
         for (e, norm), g in split.groupby(["experiment", "norm"], sort=True):
             seeds = int((g["advice"] == "more seeds").sum())
-            rows.append({"measure": m, "experiment": e, "normalizer": norm,
+            out.append({"measure": m, "experiment": e, "normalizer": norm,
                          "quantities": len(g), "more seeds": seeds,
                          "more within-run samples": len(g) - seeds,
                          "median within-run share": f"{g['within_share'].median():.0%}",
                          "within-run sample": OPTION[m]})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(out)
