@@ -1,6 +1,6 @@
 """No command line grows with the study (issue 19): the arguments that do (an aggregate job's
 run grid, a figure family's outputs, the report's config and figures) travel in a file written
-by the workflow (``rule job_arguments``, :func:`bnstudy.plan.write_arguments`) and named on the
+by the workflow (``rule job_arguments``, :func:`bnstudy.arguments.write_arguments`) and named on the
 command line as ``@FILE``. A 2,000-experiment sweep, whose grid alone is over Linux's 128 KiB
 limit on one argument, runs its aggregate job on empty run outputs."""
 
@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from harness import REPO, tiny_config, write_config
 
-from bnstudy import cli, io, plan, study, tables
+from bnstudy import arguments, cli, io, plan, study, tables
 
 MAX_ARG_STRLEN = 131072  # Linux: the longest single argument of a command
 
@@ -34,7 +34,7 @@ def test_a_2000_experiment_sweep_aggregates_from_an_argument_file(tmp_path):
     args = p.job_arguments(f"aggregate_{plan.HISTORY}")
     assert args[0] == "--grid" and len(args[1]) > MAX_ARG_STRLEN  # too long for a command line
     args_file = p.arguments_file(f"aggregate_{plan.HISTORY}")
-    plan.write_arguments(args_file, args)
+    arguments.write_arguments(args_file, args)
     # empty run outputs: one empty history table, copied to every run
     first, *rest = tables.grid_files(p.results, p.grid(p.experiments), "history.parquet")
     empty = pd.DataFrame({"experiment": pd.Series(dtype="str"), "norm": pd.Series(dtype="str"),
@@ -58,13 +58,13 @@ def test_every_growing_argument_goes_through_a_file(tmp_path):
     assert p.argument_jobs[0] == f"aggregate_{plan.HISTORY}" and "report" in p.argument_jobs
     for job in p.argument_jobs:
         args = p.job_arguments(job)
-        plan.write_arguments(p.arguments_file(job), args, str(tmp_path / "logs" / job))
+        arguments.write_arguments(p.arguments_file(job), args, str(tmp_path / "logs" / job))
         assert Path(p.arguments_file(job)).read_text().splitlines() == args
         assert f"{len(args)} arguments" in (tmp_path / "logs" / job).read_text()
     with pytest.raises(ValueError, match="unknown job 'aggregate_nope'"):
         p.job_arguments("aggregate_nope")
     with pytest.raises(ValueError, match="line break"):
-        plan.write_arguments(str(tmp_path / "x.args"), ["a\nb"])
+        arguments.write_arguments(str(tmp_path / "x.args"), ["a\nb"])
 
 
 def test_no_rule_passes_a_growing_value_on_its_command_line():

@@ -30,7 +30,7 @@ def _version() -> str:
 
 def parser() -> argparse.ArgumentParser:
     # @FILE: arguments read from FILE, one per line (the workflow passes the ones that grow
-    # with the study so, bnstudy.plan.write_arguments)
+    # with the study so, bnstudy.arguments.write_arguments)
     p = argparse.ArgumentParser(prog="python -m bnstudy", description=DESCRIPTION,
                                 fromfile_prefix_chars="@")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages too")

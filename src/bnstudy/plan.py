@@ -26,9 +26,8 @@ Jobs (see the README's job table):
 - ``analysis`` per configured analysis, ``claims``, ``report``;
 - ``job_arguments``: one per job whose arguments grow with the study (the aggregate jobs' run
   grid, a figure family's outputs, the report's config and figures): it writes them to a file,
-  one argument per line, that the job's command names as ``@FILE`` (argparse's
-  ``fromfile_prefix_chars``), so no command line grows with the study (Linux refuses one
-  argument over 128 KiB: the grid of about 1,260 experiments).
+  one argument per line, that the job's command names as ``@FILE``
+  (:mod:`bnstudy.arguments`), so no command line grows with the study.
 
 What a job's ``code`` param hashes: its entry modules and, transitively, every package module
 they import (:mod:`bnstudy.codeversion`), so a change reruns exactly the jobs that run it.
@@ -41,7 +40,7 @@ import os
 from dataclasses import dataclass
 from functools import cached_property
 
-from bnstudy import analyses, io, measures, plots, tables
+from bnstudy import analyses, measures, plots, tables
 from bnstudy.codeversion import code_version
 from bnstudy.networks import norms
 from bnstudy.plan_figures import Figures
@@ -66,21 +65,6 @@ REPLICATION = "replication"  # the table of replication rounds (tables/replicati
 
 def _json(value) -> str:
     return json.dumps(value, sort_keys=True)
-
-
-def write_arguments(path: str, arguments: list[str], log: str | None = None) -> None:
-    """``arguments`` written to ``path``, one per line, as argparse reads ``@path`` (a file
-    replaced whole: a reader never sees half of it); ``log`` gets one line saying so."""
-    bad = [a for a in arguments if "\n" in a or "\r" in a]
-    if bad:
-        raise ValueError(f"argument {bad[0][:80]!r} holds a line break; an argument file holds "
-                         "one argument per line")
-    io.write_bytes(path, "".join(f"{a}\n" for a in arguments).encode())
-    if log is not None:
-        os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
-        with open(log, "w", encoding="utf-8") as fh:
-            fh.write(f"{path}: {len(arguments)} arguments, "
-                     f"{sum(len(a) + 1 for a in arguments)} bytes\n")
 
 
 @dataclass

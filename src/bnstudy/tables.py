@@ -2,7 +2,7 @@
 
 Where a run's files live is spelled once, in :func:`run_file`: the workflow builds its per-run
 paths with it, and the aggregate verb finds a table's per-run files from the run grid with it
-(the grid travels in the job's argument file, ``@FILE``: :func:`bnstudy.plan.write_arguments`;
+(the grid travels in the job's argument file, ``@FILE``: :func:`bnstudy.arguments.write_arguments`;
 never the list of files, and never on the command line, where Linux limits one argument to
 128 KiB: the grid of about 1,260 experiments).
 """

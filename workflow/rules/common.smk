@@ -5,7 +5,7 @@
 
 import json
 
-from bnstudy.plan import Plan, write_arguments
+from bnstudy.plan import Plan
 
 PLAN = Plan(config)
 R = PLAN.results  # normalised: ``out/``, ``./out`` and ``out//`` are all ``out``

@@ -12,8 +12,8 @@ rule job_arguments:
     localrule: True
     params:
         arguments=get_job_arguments,
-    run:
-        write_arguments(output[0], params.arguments, log[0])
+    script:
+        "../scripts/write_arguments.py"
 
 
 # The grid names the runs rather than their files; the verb finds each part with bnstudy.tables,
