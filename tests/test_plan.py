@@ -161,12 +161,15 @@ def _replicated(default, **policies) -> plan.Plan:
 
 
 def _reader(records: dict):
-    """A round reader over ``{k: {experiment: continue}}``; a missing round raises as
-    Snakemake's checkpoint does (the test's stand-in: LookupError)."""
+    """A round reader over ``{k: {experiment: continue}}`` (continue: a bool, or the list of
+    arms the next round trains); a missing round raises as Snakemake's checkpoint does (the
+    test's stand-in: LookupError)."""
     def read(k):
         if k not in records:
             raise LookupError(f"round {k}")
-        return {"experiments": {e: {"continue": c} for e, c in records[k].items()}}
+        return {"experiments": {e: {"continue": bool(c), **({"norms": c} if isinstance(c, list)
+                                                            else {})}
+                                for e, c in records[k].items()}}
     return read
 
 
@@ -204,8 +207,33 @@ def test_rounds_walk_until_no_experiment_goes_on(default):
     assert plan.REPLICATION + ".parquet" in " ".join(p.all_tables())
 
 
+def test_a_round_trains_only_the_arms_its_undecided_rows_compare(default):
+    # round 0 leaves rows over batchnorm vs none undecided: round 1's block has those two arms,
+    # LayerNorm (read by no row) keeps its first three seeds
+    p = _replicated(default, star={"rounds": [3, 6, 12]})
+    p.use_rounds(_reader({0: {"star": ["none", "batchnorm"]}, 1: {"star": ["batchnorm"]},
+                          2: {"star": False}}))
+    assert p.block_norms("star") == [["none", "batchnorm", "layernorm"], ["none", "batchnorm"],
+                                     ["batchnorm"]]
+    grid = p.grid(["star"])["star"]
+    runs = {tuple(f.split("/")[-3:-1]) for f in tables.grid_files("r", {"star": grid}, "x")}
+    assert ("layernorm", "seed2") in runs and ("layernorm", "seed3") not in runs
+    assert ("none", "seed5") in runs and ("none", "seed6") not in runs
+    assert ("batchnorm", "seed11") in runs and len(runs) == 3 * 3 + 2 * 3 + 6
+    assert p.block_grid("star", "3-5")["star"]["norms"] == ["none", "batchnorm"]
+    assert p.block_grid("star", "6-11")["star"]["norms"] == ["batchnorm"]
+    measured = p.checkpoints("star", "6-11")
+    assert len(measured) == 6 and all("/batchnorm/" in f for f in measured)
+    # the history table's parts follow the same runs; a round's inputs its state's
+    history = p.table_inputs(plan.HISTORY)
+    assert not any("star/layernorm/seed3/" in f for f in history)
+    assert any("star/none/seed5/" in f for f in p.round_inputs(1))
+    assert not any("star/layernorm/seed4/" in f for f in p.round_inputs(1))
+
+
 def test_a_block_must_be_one_the_plan_can_ask_for(default):
     p = _replicated(default, star={"rounds": [3, 6]})
+    p.use_rounds(_reader({0: {"star": True}}))
     assert p.block_grid("star", "3-5")["star"]["seeds"] == [3, 4, 5]
     assert p.block_grid("dln", "0-2")["dln"]["seeds"] == [0, 1, 2]
     for bad in ("0-5", "3-4", "7", "x"):

@@ -121,3 +121,17 @@ def test_a_bad_policy_in_a_study_names_where_it_is():
     with pytest.raises(ConfigError,
                        match=r"^experiments\.star\.replication: .*strictly increasing"):
         study.check(cfg, local=False)
+
+
+def test_a_round_adds_seeds_only_to_the_arms_undecided_rows_compare():
+    from bnstudy.replication.rounds import arms
+
+    norms = ["none", "batchnorm", "layernorm"]
+    rows = [{"norm": "batchnorm", "baseline": "none"},    # a contrast: both arms
+            {"norm": "batchnorm", "baseline": None}]      # a check on one arm
+    assert arms(rows, norms) == ["none", "batchnorm"]
+    assert arms([{"norm": "layernorm", "baseline": "plain least squares"}], norms) == [
+        "layernorm"]                                      # a baseline that is not an arm
+    # a row over no single arm (pooled) reads them all
+    assert arms([*rows, {"norm": "nan", "baseline": None}], norms) == norms
+    assert arms([], norms) == []

@@ -1,7 +1,8 @@
 """Replication rounds through Snakemake's checkpoints, on a two-experiment tiny study.
 
 ``star`` declares ``replication: {rounds: [2, 3]}``: round 0's ledger (two seeds) leaves rows
-over its runs undecided, so round 1 adds one seed. ``ts`` declares a policy too, but no ledger
+over its runs undecided, so round 1 adds one seed to the arms those rows compare (BN and the
+plain net; not its LayerNorm arm, which no row reads). ``ts`` declares a policy too, but no ledger
 row is computed from its runs alone (Luo's loads pool experiments under a name of their own), so
 it has no unresolved claim and stops at round 0. The tests check the rounds the workflow took
 against its round files, that only the experiment with an undecided row got new seeds, that the
@@ -29,6 +30,8 @@ POLICY = {"rounds": [2, 3]}
 def _config(source, rounds) -> dict:
     cfg = harness.only_experiments(harness.tiny_config(source), "star", "ts")
     cfg["experiments"]["star"]["replication"] = {"rounds": rounds}
+    # an arm no ledger row reads: a round adds no seeds to it
+    cfg["experiments"]["star"]["norms"] = ["none", "batchnorm", "layernorm"]
     cfg["experiments"]["ts"]["replication"] = {"rounds": [2, 3]}
     return cfg
 
@@ -70,10 +73,13 @@ def test_rounds_go_on_only_for_experiments_with_an_undecided_row(project):
                for p in runs.glob("*/*/seed*/checkpoints.pt")}
     assert trained == {(e, n, s) for e, ns in (("star", ("none", "batchnorm")),
                                                ("ts", ("batchnorm",)))
-                       for n in ns for s in ((0, 1, 2) if e == "star" else (0, 1))}
+                       for n in ns for s in ((0, 1, 2) if e == "star" else (0, 1))} | {
+        ("star", "layernorm", 0), ("star", "layernorm", 1)}  # read by no row: round 0 only
+    assert records[0]["experiments"]["star"]["norms"] == ["none", "batchnorm"]
     assert sorted(p.name for p in (runs / "star").glob("seeds*")) == ["seeds0-1", "seeds2"]
     train = pd.read_parquet(project["results"] / "tables" / "training.parquet")
     assert train.groupby("experiment")["seed"].nunique().to_dict() == {"star": 3, "ts": 2}
+    assert train.groupby("norm")["seed"].nunique()["layernorm"] == 2
 
 
 def test_each_block_is_measured_once_and_every_round_reads_the_state(project):
@@ -107,6 +113,9 @@ def test_the_ledger_reads_replicated_rows_at_their_looks_level(project):
     assert set(rep.loc[rep["experiment"] == "ts", "round"]) == {0}
     html = (results / "report.html").read_text()
     assert "Replication rounds" in html and "star: stopped after round 2 at 3 seeds" in html
+    assert "Seeds added in round 2 to none, batchnorm." in html
+    assert rep.loc[(rep["experiment"] == "star") & (rep["round"] == 0), "next_norms"].eq(
+        "none,batchnorm").all()
 
 
 def test_a_finished_study_reruns_nothing(project):

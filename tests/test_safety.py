@@ -169,6 +169,13 @@ def test_aggregate_verb_reads_thousands_of_runs_from_the_grid(tmp_path):
     ({"e": {"norms": [], "seeds": [0]}}, "t.parquet", "non-empty lists"),
     ({"e": {"norms": ["none"]}}, "t.parquet", "'norms'"),
     ({"e": {"norms": ["none"], "seeds": [0]}}, "../t.parquet", "plain file name"),
+    # each block's normalizers: one non-empty list per block, of the experiment's normalizers
+    ({"e": {"norms": ["none"], "seeds": [0, 1], "blocks": [[0], [1]],
+            "block_norms": [["none"]]}}, "t.parquet", "block_norms"),
+    ({"e": {"norms": ["none"], "seeds": [0, 1], "blocks": [[0], [1]],
+            "block_norms": [["none"], ["batchnorm"]]}}, "t.parquet", "block_norms"),
+    ({"e": {"norms": ["none"], "seeds": [0], "block_norms": [["none"]]}}, "t.parquet",
+     "block_norms"),
 ])
 def test_grid_files_rejects_a_bad_grid(grid, name, message):
     with pytest.raises(ValueError, match=message):

@@ -131,9 +131,10 @@ class Plan(Rounds, Figures):
 
     # -- per-job values ----------------------------------------------------------------------
     def grid(self, experiments, looks: dict[str, int] | None = None) -> dict:
-        """``{experiment: {"norms", "seeds", "blocks"[, "axes"]}}``: the runs, blocks of seeds
-        (and sweep axes) of the given experiments, as the aggregate and measure commands take
-        them; a replicated experiment's at ``looks`` (default: where it stopped)."""
+        """``{experiment: {"norms", "seeds", "blocks", "block_norms"[, "axes"]}}``: the runs,
+        blocks of seeds with each block's normalizers (and sweep axes) of the given experiments,
+        as the aggregate and measure commands take them; a replicated experiment's at ``looks``
+        (default: where it stopped)."""
         if looks is None and any(e in self.policies for e in experiments):
             looks = self.looks()
         out = {}
@@ -141,7 +142,8 @@ class Plan(Rounds, Figures):
             look = None if e not in self.policies else looks[e]
             blocks = self.blocks(e, look)
             out[e] = {"norms": list(self.experiments[e]["norms"]),
-                      "seeds": [s for b in blocks for s in b], "blocks": blocks}
+                      "seeds": [s for b in blocks for s in b], "blocks": blocks,
+                      "block_norms": self.block_norms(e, look)}
             if e in self.axes:
                 out[e]["axes"] = self.axes[e]
         return out
@@ -155,7 +157,11 @@ class Plan(Rounds, Figures):
         if seeds not in planned:
             raise ValueError(f"seeds {label!r} are not a block of experiment {experiment!r}; "
                              f"its blocks: {[tables.seeds_label(b) for b in planned]}")
-        out = {"norms": list(self.experiments[experiment]["norms"]), "seeds": seeds}
+        # block j's normalizers are in round j - 1's record, read only once the block is asked
+        # for (a round's jobs exist once the round before it is done)
+        norms = (list(self.experiments[experiment]["norms"]) if policy is None else
+                 self.block_norms(experiment, planned.index(seeds))[-1])
+        out = {"norms": norms, "seeds": seeds}
         if experiment in self.axes:
             out["axes"] = self.axes[experiment]
         return {experiment: out}

@@ -31,7 +31,8 @@ def run_file(results: str | Path, experiment, norm, seed, name: str) -> str:
 
 def grid_files(results: str | Path, grid: dict, name: str) -> list[str]:
     """Per-run file ``name`` of every run of ``grid``, ``{experiment: {"norms": [...], "seeds":
-    [...]}}`` (an experiment's runs are every normalizer with every seed), in grid order."""
+    [...]}}`` (an experiment's runs are every normalizer with every seed; with ``blocks`` and
+    ``block_norms``, each block's normalizers with its seeds), in grid order."""
     if not name or os.path.basename(name) != name or name in (".", ".."):
         raise ValueError(f"per-run file name {name!r} must be a plain file name")
     if not isinstance(grid, dict) or not grid:
@@ -40,8 +41,13 @@ def grid_files(results: str | Path, grid: dict, name: str) -> list[str]:
     files = []
     for experiment, runs in grid.items():
         _check_grid_entry(experiment, runs)
-        files += [run_file(results, experiment, n, s, name)
-                  for n in runs["norms"] for s in runs["seeds"]]
+        if "block_norms" in runs:  # a replicated experiment: each block has its own arms
+            files += [run_file(results, experiment, n, s, name)
+                      for b, ns in zip(runs["blocks"], runs["block_norms"], strict=True)
+                      for n in ns for s in b]
+        else:
+            files += [run_file(results, experiment, n, s, name)
+                      for n in runs["norms"] for s in runs["seeds"]]
     return files
 
 
@@ -63,7 +69,7 @@ def aggregate_grid(results: str | Path, grid: dict, name: str, out: str | Path,
 
 def _check_grid_entry(experiment, runs) -> None:
     if (not isinstance(runs, dict) or not {"norms", "seeds"} <= set(runs)
-            or not set(runs) <= {"norms", "seeds", "axes", "blocks"}
+            or not set(runs) <= {"norms", "seeds", "axes", "blocks", "block_norms"}
             or not all(isinstance(runs[k], list) and runs[k] for k in ("norms", "seeds"))
             or not isinstance(runs.get("axes", {}), dict)):
         raise ValueError(f"run grid of experiment {experiment!r} must be "
@@ -76,6 +82,14 @@ def _check_grid_entry(experiment, runs) -> None:
             or sorted(s for b in blocks for s in b) != sorted(runs["seeds"])):
         raise ValueError(f"the blocks of experiment {experiment!r} must split its seeds "
                          f"{runs['seeds']} into non-empty lists, got {blocks!r}")
+    arms = runs.get("block_norms")
+    if arms is not None and (
+            blocks is None or not isinstance(arms, list) or len(arms) != len(blocks)
+            or not all(isinstance(a, list) and a and set(a) <= set(runs["norms"])
+                       for a in arms)):
+        raise ValueError(f"the block_norms of experiment {experiment!r} must give each of its "
+                         f"{len(blocks or [])} blocks a non-empty list of its normalizers "
+                         f"{runs['norms']}, got {arms!r}")
 
 
 def seeds_label(seeds) -> str:

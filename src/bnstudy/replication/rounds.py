@@ -7,10 +7,11 @@ with (:meth:`bnstudy.replication.schedule.Rounds.state`). :func:`decide` compute
 ledger of that state exactly as the final ``claims`` job would (the same tables, read in memory;
 every row over a replicated experiment's runs read at its look's level, Holm over the study's
 family) and an open experiment continues iff one of the measured rows over its runs is undecided
-after the adjustment and a planned round is left. The round file records the state and the
-decisions; the plan reads it back to schedule the next round (or none), so the rounds a study
-takes are a function of its config and its numbers alone, and a rerun of a finished study reads
-the same files and schedules nothing.
+after the adjustment and a planned round is left; the next round's seeds go to the normalizers
+those rows compare (:func:`arms`), not to an arm no undecided row reads. The round file records
+the state and the decisions; the plan reads it back to schedule the next round (or none), so the
+rounds a study takes are a function of its config and its numbers alone, and a rerun of a
+finished study reads the same files and schedules nothing.
 
 :func:`table` gathers the round files into ``tables/replication.parquet``: one row per round,
 replicated experiment and ledger row over its runs, for the report's account of which claims
@@ -55,6 +56,19 @@ def _runs_of(row) -> set[str]:
     return out
 
 
+def arms(rows, norms: list[str]) -> list[str]:
+    """The normalizers of an experiment (``norms``) that ``rows`` compare: each row's own and
+    its baseline's when that is one of them; all of them if a row names none (a pooled row)."""
+    out = set()
+    for r in rows:
+        if str(r.get("norm")) not in norms:
+            return list(norms)
+        out.add(str(r["norm"]))
+        if str(r.get("baseline")) in norms:
+            out.add(str(r["baseline"]))
+    return [n for n in norms if n in out]
+
+
 def decide(results: str, k: int, grid: dict, spec: dict, plans: dict, level: float
            ) -> dict:
     """Round ``k``'s record: the state's ledger rows over replicated experiments and, for each
@@ -67,12 +81,13 @@ def decide(results: str, k: int, grid: dict, spec: dict, plans: dict, level: flo
     for e in sorted(at):
         open_ = at[e] == k  # an experiment that stopped earlier holds an earlier look
         rows = [r for _, r in measured.iterrows() if e in _runs_of(r)]
-        undecided = [f"{r['claim_id']}/{r['experiment']}/{r['norm']}" for r in rows
-                     if r["adjusted_verdict"] not in DECIDED]
+        pending = [r for r in rows if r["adjusted_verdict"] not in DECIDED]
+        undecided = [f"{r['claim_id']}/{r['experiment']}/{r['norm']}" for r in pending]
         last = at[e] == len(plans[e]["rounds"]) - 1
+        go_on = bool(open_ and undecided and not last)
         experiments[e] = {"look": at[e], "n_seeds": len(grid[e]["seeds"]), "open": open_,
-                          "continue": bool(open_ and undecided and not last),
-                          "undecided": undecided}
+                          "continue": go_on, "undecided": undecided,
+                          "norms": arms(pending, grid[e]["norms"]) if go_on else []}
         if open_:
             claims += [{"experiment": e, "claim_id": r["claim_id"],
                         "row_experiment": str(r["experiment"]), "norm": str(r["norm"]),
@@ -110,10 +125,12 @@ def table(paths: list[str], out: str) -> pd.DataFrame:
                 continue
             own = [c for c in rec["claims"] if c["experiment"] == e]
             base = {"round": rec["round"], "experiment": e, "n_seeds": x["n_seeds"],
-                    "look": x["look"], "continue": x["continue"]}
+                    "look": x["look"], "continue": x["continue"],
+                    "next_norms": ",".join(x.get("norms", []))}
             rows += [{**base, **{k: v for k, v in c.items() if k != "experiment"}}
                      for c in own] or [{**base, "claim_id": ""}]
-    cols = ["round", "experiment", "look", "n_seeds", "continue", "claim_id", "row_experiment",
+    cols = ["round", "experiment", "look", "n_seeds", "continue", "next_norms", "claim_id",
+            "row_experiment",
             "norm", "verdict", "adjusted_verdict", "interval_level"]
     df = pd.DataFrame(rows, columns=cols).sort_values(["experiment", "round", "claim_id",
                                                        "row_experiment", "norm"],

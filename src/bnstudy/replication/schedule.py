@@ -99,6 +99,21 @@ class Rounds:
         ends = policy.rounds[: look + 1]
         return [seeds[a:b] for a, b in zip((0, *ends[:-1]), ends, strict=True)]
 
+    def block_norms(self, experiment: str, look: int | None = None) -> list[list[str]]:
+        """The normalizers of each of the experiment's blocks up to ``look``: every one of its
+        normalizers in the first block; in round ``k + 1``'s block, the arms that round ``k``'s
+        undecided rows compare (its record's ``norms``), so a round trains no arm that no
+        undecided row reads (the default study's LayerNorm arm)."""
+        norms = list(self.experiments[experiment]["norms"])
+        if experiment not in self.policies:
+            return [norms]
+        look = self.looks()[experiment] if look is None else look
+        out = [norms]
+        for j in range(1, look + 1):
+            arms = self._reader(j - 1)["experiments"].get(experiment, {}).get("norms")
+            out.append([n for n in norms if n in arms] if arms else norms)
+        return out
+
     def state(self, k: int) -> dict[str, int]:
         """The looks of the study's state at round ``k``: open experiments at look ``k``, the
         others at the look they stopped at."""

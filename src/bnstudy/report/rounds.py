@@ -45,6 +45,11 @@ def context(df: pd.DataFrame | None) -> list[dict]:
                if not last["continue"] else "still going")
         text = (f"{e}: stopped after round {int(last['round']) + 1} at "
                 f"{int(last['n_seeds'])} seeds ({why}).")
+        added = [f"round {int(r['round']) + 2} to {r['next_norms'].replace(',', ', ')}"
+                 for _, r in rounds.iterrows()
+                 if r["continue"] and r.get("next_norms", "") not in ("", None)]
+        if added:  # the arms the undecided rows compared (an arm no row reads gets none)
+            text += f" Seeds added in {'; '.join(added)}."
         table = ('<table><tr><th class="l">claim</th><th class="l">row</th>' + head + "</tr>"
                  + "".join(body) + "</table>")
         out.append({"experiment": e, "table": table, "text": text})
