@@ -255,3 +255,20 @@ def test_seed_labels_round_trip():
     for bad in ("", "3-1", "1_0", "a", "1--2"):
         with pytest.raises(ValueError):
             tables.label_seeds(bad)
+
+
+def test_no_figure_is_scheduled_for_a_linear_network(default):
+    """A figure with nothing to show is not drawn: the DLN (linear) has no partition, so no
+    partition-density figure is scheduled for it (its section's findings say so in one line);
+    a slope-1 MLP is linear too."""
+    for name in ("partition_density_steps", "partition_density_sets",
+                 "partition_density_layers"):
+        outputs = default.figure_outputs(name)
+        assert "dln" not in outputs and {"star", "digits"} <= set(outputs), (name, outputs)
+    assert "dln" not in default.figure_outputs("partition_density_maps")
+    assert "dln" in default.figure_outputs("ics_gradient")  # it has ICS figures
+    cfg = json.loads(json.dumps(default.config))
+    cfg["models"]["mlp_star"]["slope"] = 1.0
+    linear = plan.Plan(cfg)
+    assert "star" not in linear.figure_outputs("partition_density_steps")
+    assert "partition_density_maps" not in linear.figures

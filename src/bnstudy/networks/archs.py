@@ -9,6 +9,7 @@ architecture does not read is an error (:func:`options`), never silently ignored
 """
 
 ARCHS = ("mlp", "dln", "vgg", "unit", "cnn", "resnet9", "resnet18")
+LINEAR_ARCHS = ("dln",)  # no activation at all
 INITS = ("default", "kaiming", "xavier", "orthogonal")
 BIAS_INITS = ("default", "zero", "random")
 
@@ -28,3 +29,9 @@ ARCH_OPTIONS = {
 def options(arch: str) -> list[str]:
     """The options a model entry of architecture ``arch`` may give."""
     return sorted((*COMMON_OPTIONS, *ARCH_OPTIONS[arch]))
+
+
+def linear(model: dict) -> bool:
+    """Whether a model entry builds a linear network, with no kinked activation (so no spline
+    partition): a linear architecture, or ``slope: 1`` (the identity activation)."""
+    return model.get("arch") in LINEAR_ARCHS or float(model.get("slope", 0.0)) == 1.0

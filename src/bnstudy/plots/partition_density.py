@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from bnstudy import lazy
+from bnstudy.networks import archs
 from bnstudy.plots import (
     Family,
     Section,
@@ -188,9 +189,16 @@ def draw_maps(frames, options):
     return finish(fig)
 
 
+def has_partition(config: dict, experiment: str) -> bool:
+    """Whether ``experiment``'s network has a partition to draw: a linear network (the DLN)
+    has none, its rows say not applicable, and it gets no figure (the section's findings say
+    so in one line)."""
+    return not archs.linear(config["models"][config["experiments"][experiment]["model"]])
+
+
 register(Family(
     "partition_density_steps", draw_steps, tables=("partition_density",),
-    module="partition_density", caption=(
+    module="partition_density", in_experiment=has_partition, caption=(
         "Partition density over training: the mean number of hidden units (all hidden layers) "
         "whose boundary passes within distance r of a point (method distance; polytope: whose "
         "pre-activation changes sign over a cross-polytope, the epsilon-ball it stands for in "
@@ -203,7 +211,7 @@ register(Family(
 ))
 register(Family(
     "partition_density_sets", draw_sets, tables=("partition_density",),
-    module="partition_density", caption=(
+    module="partition_density", in_experiment=has_partition, caption=(
         "Partition density around training, test and random points at initialization (left) "
         "and at the last checkpoint (right), all hidden layers, one row per radius; bars are "
         "means with 95% Student-t CIs over seeds. BN-Explained's claim (Fig. 4): with BN the "
@@ -212,7 +220,7 @@ register(Family(
 ))
 register(Family(
     "partition_density_layers", draw_layers, tables=("partition_density",),
-    module="partition_density", caption=(
+    module="partition_density", in_experiment=has_partition, caption=(
         "Fraction of each hidden layer's units whose folded hyperplane passes within the middle "
         "configured radius of the point, at initialization (solid) and at the last "
         "checkpoint (dashed); bands are 95% Student-t CIs over seeds."),
@@ -221,7 +229,8 @@ def maps_measured(config: dict, experiment: str) -> bool:
     """Whether the study's ``partition_density`` options give ``experiment`` map rows: only
     ``maps: false`` turns them off (default true, as ``partition_density.Options.maps``; the
     2-D data needed are the family's ``datasets``)."""
-    return bool((config.get("partition_density") or {}).get("maps", True))
+    return (bool((config.get("partition_density") or {}).get("maps", True))
+            and has_partition(config, experiment))
 
 
 register(Family(
