@@ -60,8 +60,11 @@ def test_a_flipped_byte_is_named_with_what_to_rerun(study, capsys, name):
     assert f"snakemake --cores 1 --forcerun {path}\n" in out and f"rm {path}" in out
 
 
-def test_a_truncated_resume_state_is_named_as_discardable(study, capsys):
-    path = study / "runs/star/batchnorm/seed0/resume.pt"
+@pytest.mark.parametrize("name", ["resume.pt", "resume.ckpt10.pt"])
+def test_a_truncated_resume_state_is_named_as_discardable(study, capsys, name):
+    path = study / "runs/star/batchnorm/seed0" / name
+    if not path.exists():  # a checkpoint file of the resume state (bnstudy.train.resume)
+        io.save_pt({"step": 10}, path, "resume checkpoint")
     path.write_bytes(path.read_bytes()[:100])
     assert cli.main(["verify", str(study)]) == 1
     out = capsys.readouterr().out

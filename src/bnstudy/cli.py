@@ -96,10 +96,10 @@ def cmd_train(a) -> None:
                          config=spec.to_dict())
     io.write_table(hist, a.out_history, prov)
     checkpoints.save(result, a.out_checkpoints)
-    if a.resume:
-        from pathlib import Path
+    if a.resume:  # the resume file and its checkpoint files: no stray file after success
+        from bnstudy.train import resume
 
-        Path(a.resume).unlink(missing_ok=True)
+        resume.remove(a.resume)
     log.info("trained %s in %.1fs on %s (diverged=%s)", spec.ids,
              time.perf_counter() - t0, result["device"], result["diverged"])
 

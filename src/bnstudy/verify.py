@@ -9,12 +9,18 @@ and :func:`report` names the bad ones and the command that writes them again.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 SUFFIXES = (".parquet", ".pt", ".npz")
 RESUME = "resume.pt"  # the trainer's resume state: not a workflow output
+
+
+def _resume_file(path) -> bool:
+    """The resume state or one of its checkpoint files (``resume.ckpt<step>.pt``)."""
+    return path.name == RESUME or re.fullmatch(r"resume\.ckpt[0-9]+\.pt", path.name) is not None
 
 
 @dataclass
@@ -72,8 +78,8 @@ def report(verdict: Verdict) -> str:
         lines.append("  nothing to check: no .parquet, .pt or .npz file here")
     for path, problem in verdict.bad:
         lines.append(f"  BAD {path}: {problem}")
-    outputs = shlex.join(str(p) for p, _ in verdict.bad if p.name != RESUME)
-    resumes = shlex.join(str(p) for p, _ in verdict.bad if p.name == RESUME)
+    outputs = shlex.join(str(p) for p, _ in verdict.bad if not _resume_file(p))
+    resumes = shlex.join(str(p) for p, _ in verdict.bad if _resume_file(p))
     if outputs:
         lines.append("To write them again (their jobs and everything downstream), from the "
                      "study's working directory, with the study's --configfile if it has one:\n"

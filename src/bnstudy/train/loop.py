@@ -33,12 +33,15 @@ Learning rate and inputs: the lr of step ``t`` comes from the config's schedule
 the checkpoint and recorded in the history; with ``augment: true`` update ``t`` sees its batch's
 images randomly cropped and flipped as a function of (seed, ``t``) (:mod:`bnstudy.train.augment`).
 
-A run can be resumed (:mod:`bnstudy.train.resume`): at every checkpoint the full trainer state
-(model, optimizer, sampler and RNG states, history so far) goes to ``resume_path``; a restarted job
-with the same spec continues from there and produces the same checkpoints and history as an
-uninterrupted run. The resume file carries a checksum (:func:`bnstudy.io.save_pt`); a corrupt or
-truncated one is discarded with a warning and the run starts afresh (it is no workflow output, so
-nothing else would remove it).
+A run can be resumed (:mod:`bnstudy.train.resume`): at every checkpoint before the last, the
+new checkpoint goes to a file of its own beside ``resume_path`` (``<stem>.ckpt<step>.pt``, written
+once) and the trainer state (model, optimizer, sampler and RNG states, history so far, and the
+steps whose checkpoint files are on disk; no earlier checkpoint) to ``resume_path``; a restarted
+job with the same spec reads them back and produces the same checkpoints and history as an
+uninterrupted run. The checkpoints stay in memory too, for the result. Every resume file carries
+a checksum (:func:`bnstudy.io.save_pt`); a corrupt or truncated one, or a missing checkpoint file,
+is discarded with a warning and the run starts afresh (they are no workflow outputs, so nothing
+else would remove them). :func:`train` leaves them; the train verb removes them after success.
 """
 
 from __future__ import annotations
