@@ -1,7 +1,8 @@
 """The workflow tests' harness: the tiny study, project copies, Snakemake runs and their plans.
 
-The tiny study is ``.test/config.yaml`` (every measure and analysis section of
-``config/config.yaml``, on three small experiments); a test that needs other sizes derives its
+The tiny study is ``.test/config.yaml`` (small sections for the measures and every analysis of
+``config/config.yaml``, on three small experiments), plus default options for any registered
+measure it does not configure (:func:`tiny_config`); a test that needs other sizes derives its
 config from it with :func:`tiny_config` overrides and says why.
 
 A project copy (Snakefile, workflow/, config/, src/, .test/) lives in a temporary directory, so
@@ -37,9 +38,15 @@ VOLATILE_COLUMNS = ("wall_time", "seconds", "runtime", "duration", "time_s")
 # -- configs -----------------------------------------------------------------------------------
 
 def tiny_config(source: Path = REPO, **overrides) -> dict:
-    """``.test/config.yaml`` (of ``source``), with top-level sections replaced by
-    ``overrides`` (a section given whole: ``plots={"dpi": 60, ...}``)."""
+    """``.test/config.yaml`` (of ``source``), with a section of default options for every
+    registered measure it does not configure (so a new measure runs through the workflow tests
+    with no edit to the tiny study), and top-level sections replaced by ``overrides`` (a section
+    given whole: ``plots={"dpi": 60, ...}``)."""
+    from bnstudy import measures
+
     cfg = yaml.safe_load((source / ".test" / "config.yaml").read_text())
+    for name in measures.REGISTRY:
+        cfg.setdefault(name, {})
     cfg.update(overrides)
     return cfg
 
