@@ -247,3 +247,43 @@ def test_density_maps_share_a_colour_scale_with_a_colour_bar(name):
     for scales in columns.values():
         assert len(scales) == 1, scales  # one scale per column of compared panels
     plt.close(fig)
+
+
+def test_a_paper_width_scales_every_figure(tmp_path):
+    """``plots.width``: the figures of a paper's text width, heights scaled alike."""
+    name = "training_curves"
+    try:
+        plots.style({"width": 6.75, "context": "paper"})
+        fig = plots.get(name).draw(FRAMES[name], {})
+        narrow = fig.get_size_inches()
+        plt.close(fig)
+        plots.style({})
+        fig = plots.get(name).draw(FRAMES[name], {})
+        full = fig.get_size_inches()
+        plt.close(fig)
+    finally:
+        plots.style({})
+    assert narrow[0] == pytest.approx(6.75) and full[0] == pytest.approx(plots.FULL_WIDTH)
+    assert narrow[1] / narrow[0] == pytest.approx(full[1] / full[0])
+    with pytest.raises(ValueError, match="width"):
+        plots.style({"width": 100})
+
+
+def test_vector_copies_beside_each_png_are_deterministic(tmp_path):
+    """``plots.formats``: PDF and SVG copies beside the PNG, written by the same call, with no
+    creation date (the same table gives the same bytes)."""
+    table = tmp_path / "training.parquet"
+    _training().to_parquet(table)
+    opts = {"formats": ["pdf", "svg"], "dpi": 40}
+    digests = []
+    for k in range(2):
+        out = tmp_path / f"r{k}" / "training_curves.png"
+        out.parent.mkdir()
+        plots.render_all("training_curves", [str(table)], {"e": str(out)}, opts)
+        files = plots.export_paths(str(out), opts)
+        assert [f.rsplit(".", 1)[1] for f in files] == ["png", "pdf", "svg"]
+        raw = [open(f, "rb").read() for f in files]
+        assert raw[0][:4] == b"\x89PNG" and raw[1][:5] == b"%PDF-" and b"<svg" in raw[2]
+        digests.append(raw)
+    assert digests[0] == digests[1]
+    assert plots.export_paths("a/b.png", {}) == ["a/b.png"]

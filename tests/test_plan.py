@@ -272,3 +272,15 @@ def test_no_figure_is_scheduled_for_a_linear_network(default):
     linear = plan.Plan(cfg)
     assert "star" not in linear.figure_outputs("partition_density_steps")
     assert "partition_density_maps" not in linear.figures
+
+
+def test_figure_jobs_declare_their_vector_copies(default):
+    cfg = json.loads(json.dumps(default.config))
+    cfg["plots"] = {**cfg["plots"], "formats": ["pdf", "svg"]}
+    p = plan.Plan(cfg)
+    files = p.figure_files("training_curves")
+    pngs = list(p.figure_outputs("training_curves").values())
+    assert len(files) == 3 * len(pngs) and all(f[:-4] + ".pdf" in files for f in pngs)
+    assert default.figure_files("training_curves") == list(
+        default.figure_outputs("training_curves").values())
+    assert p.all_figures() == default.all_figures()  # the report embeds the PNGs only

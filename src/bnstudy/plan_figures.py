@@ -46,6 +46,13 @@ class Figures:
         return {e: self.res("figures", e, f"{name}.png") for e in self.experiments
                 if self._applies(f, e)}
 
+    def figure_files(self, name: str) -> list[str]:
+        """Every file one family's job writes: each figure's PNG and its ``plots.formats``
+        copies (:func:`bnstudy.plots.export_paths`)."""
+        options = self.config.get("plots", {})
+        return [f for png in self.figure_outputs(name).values()
+                for f in plots.export_paths(png, options)]
+
     def figure_tables(self, name: str) -> list[str]:
         return [self.res("tables", f"{t}.parquet") for t in self.figures[name].tables]
 

@@ -1,6 +1,7 @@
 # One rule per figure family the study draws (bnstudy.plots), named plot_<family>: one job reads
 # the family's tables once and draws all of its figures (one per experiment, or one for the
-# study). Its params are the plots settings and the hash of the family's module.
+# study), as PNG and the plots.formats copies. Its params are the plots settings and the hash
+# of the family's module.
 
 for _family in PLAN.figures:
 
@@ -11,7 +12,7 @@ for _family in PLAN.figures:
             tables=PLAN.figure_tables(_family),
             arguments=arguments_file(f"plot_{_family}"),
         output:
-            PLAN.figure_outputs(_family).values(),
+            PLAN.figure_files(_family),
         log:
             log_file("plot", f"{_family}.log"),
         group:

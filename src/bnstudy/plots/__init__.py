@@ -31,6 +31,7 @@ from bnstudy.plots.style import (  # noqa: F401 (re-exported: what plot modules 
     message,
     norm_order,
     seed_ci,
+    set_width,
     step_axis,
     title,
 )
@@ -139,6 +140,21 @@ def get(name: str) -> Family:
 def style(options: dict) -> None:
     sns.set_theme(context=options.get("context", "notebook"), style="whitegrid",
                   palette=options.get("palette", "colorblind"))
+    set_width(options.get("width"))
+
+
+# Vector copies beside the PNG (the report embeds the PNG), without the creation date that
+# matplotlib would write and with fixed SVG element ids (svg.hashsalt): the same tables give the
+# same bytes.
+EXPORTS = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
+_SALT = {"svg.hashsalt": "bnstudy"}
+
+
+def export_paths(png: str, options: dict) -> list[str]:
+    """The files one figure is written to: ``png`` and, for each of ``options["formats"]``
+    (``pdf``, ``svg``), the same path with that suffix."""
+    stem = str(png)[: -len(".png")] if str(png).endswith(".png") else str(png)
+    return [str(png), *(f"{stem}.{f}" for f in options.get("formats", []))]
 
 
 def _restrict(frames: list[pd.DataFrame], experiment, tables) -> list[pd.DataFrame]:
@@ -154,9 +170,11 @@ def _restrict(frames: list[pd.DataFrame], experiment, tables) -> list[pd.DataFra
 def _save(family: Family, frames: list[pd.DataFrame], out, options: dict) -> None:
     style(options)
     fig = family.draw(frames, options)
-    with atomic_path(out) as tmp:
-        fig.savefig(tmp, dpi=options.get("dpi", 110), bbox_inches="tight",
-                    format=str(out).rsplit(".", 1)[-1])
+    for path in export_paths(out, options):
+        fmt = str(path).rsplit(".", 1)[-1]
+        with atomic_path(path) as tmp, plt.rc_context(_SALT):
+            fig.savefig(tmp, dpi=options.get("dpi", 110), bbox_inches="tight", format=fmt,
+                        metadata=EXPORTS.get(fmt))
     plt.close(fig)
 
 

@@ -25,8 +25,23 @@ def seed_ci(values) -> tuple[float, float]:
 
 
 # Every figure is FULL_WIDTH inches wide (panels are scaled by their height only), so that fonts
-# keep one size across the report's figures.
+# keep one size across the report's figures. ``plots: {width: W}`` sets another width for a
+# study's figures (a paper's text or column width), heights scaled alike (:func:`set_width`).
 FULL_WIDTH = 13.0
+_WIDTH = {"inches": FULL_WIDTH}
+
+
+def set_width(inches: float | None) -> None:
+    """The width of the figures drawn from now on (None: :data:`FULL_WIDTH`)."""
+    inches = FULL_WIDTH if inches is None else float(inches)
+    if not 2.0 <= inches <= 30.0:
+        raise ValueError(f"figure width {inches!r} inches is outside [2, 30]")
+    _WIDTH["inches"] = inches
+
+
+def _size(height: float) -> tuple[float, float]:
+    w = _WIDTH["inches"]
+    return w, height * w / FULL_WIDTH
 
 # Axis labels in words, with units, for table columns that the figures plot.
 LABELS = {
@@ -82,13 +97,14 @@ def label(column: str) -> str:
 
 
 def figure(nrows: int = 1, ncols: int = 1, height: float = 3.2, **kw):
-    """``plt.subplots`` at the full width, ``height`` inches per row, axes always 2-D."""
-    return plt.subplots(nrows, ncols, figsize=(FULL_WIDTH, height * nrows), squeeze=False, **kw)
+    """``plt.subplots`` at the full width, ``height`` inches per row (at :data:`FULL_WIDTH`;
+    scaled with the width), axes always 2-D."""
+    return plt.subplots(nrows, ncols, figsize=_size(height * nrows), squeeze=False, **kw)
 
 
 def message(text: str, heading: str | None = None) -> plt.Figure:
     """A full-width figure that only says ``text`` (nothing to draw)."""
-    fig, ax = plt.subplots(figsize=(FULL_WIDTH, 1.6))
+    fig, ax = plt.subplots(figsize=_size(1.6))
     ax.axis("off")
     ax.text(0.5, 0.5, text, ha="center", va="center")
     if heading:
