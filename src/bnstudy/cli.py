@@ -247,6 +247,16 @@ def cmd_ledger(a) -> None:
         print(f"## {d}\n\n{ledger_markdown.table(ledger_markdown.read(d))}")
 
 
+def cmd_columns(a) -> None:
+    from bnstudy import column_docs
+
+    if a.readme:
+        changed = column_docs.rewrite_file(a.readme)
+        log.info("%s: column block %s", a.readme, "regenerated" if changed else "up to date")
+    else:
+        print(column_docs.markdown(), end="")
+
+
 def cmd_variance(a) -> None:
     from pathlib import Path
 
@@ -270,7 +280,8 @@ def cmd_compare(a) -> int:
 COMMANDS = {"list": cmd_list, "check": cmd_check, "verify": cmd_verify,
             "prepare-data": cmd_prepare_data,
             "train": cmd_train, "measure": cmd_measure, "analysis": cmd_analysis,
-            "claims": cmd_claims, "ledger": cmd_ledger, "aggregate": cmd_aggregate,
+            "claims": cmd_claims, "ledger": cmd_ledger, "columns": cmd_columns,
+            "aggregate": cmd_aggregate,
             "replication-round": cmd_replication_round,
             "replication-table": cmd_replication_table,
             "plot": cmd_plot, "report": cmd_report, "variance": cmd_variance,

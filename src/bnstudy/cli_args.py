@@ -130,6 +130,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("results", nargs="*", help="results directories whose ledgers to print")
     s.add_argument("--readme", help="Markdown file whose <!-- ledger: DIR --> blocks to rewrite")
 
+    s = sub.add_parser("columns", help="print the column dictionary of the study's tables as "
+                       "Markdown, or rewrite the column block of a Markdown file")
+    s.add_argument("--readme", help="Markdown file (results/README.md) whose <!-- columns: "
+                   "begin --> ... <!-- columns: end --> block to rewrite")
+
     s = sub.add_parser("compare", help="print the ledger rows whose verdicts or effects differ "
                        "between two results directories (exit status 1 when any do)")
     s.add_argument("a", help="a results directory (results/<study>)")

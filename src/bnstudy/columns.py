@@ -19,6 +19,10 @@ where it is written (:func:`bnstudy.tables.aggregate`), and readers of tables wr
 (``layer`` was the integer position in ics) may pass them through it too: it is idempotent.
 Columns not declared keep their type, but an object column mixing strings with other values is
 refused (Parquet would store it as neither).
+
+What each column means, table by table and with its units, is :mod:`bnstudy.column_docs` (the
+column dictionary of ``results/README.md``): a name declared here needs a meaning there, which
+``tests/test_column_docs.py`` checks.
 """
 
 from __future__ import annotations

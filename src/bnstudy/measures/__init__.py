@@ -15,7 +15,11 @@ torch):
   ``Options.parse``, before any job runs and again at the CLI's edge);
 - ``run(run, data, options, device) -> {table: rows}``: the measure over one run file
   (:mod:`bnstudy.train.checkpoints`) and its dataset. It imports its implementation (the
-  subpackage's ``compute`` module) when called.
+  subpackage's ``compute`` module) when called;
+- ``COLUMNS``: ``{table: {column: meaning with units}}`` of every column its rows carry besides
+  the run's identifying ones, and ``ROWS``: ``{table: what one row is}``: its part of the column
+  dictionary (:mod:`bnstudy.column_docs`, ``results/README.md``), checked against the rows it
+  writes (``tests/test_column_docs.py``).
 
 The CLI adds the runs' identifying columns and writes one Parquet file per table and
 experiment; the workflow aggregates them into ``results/tables/<table>.parquet``. The workflow's
@@ -37,7 +41,7 @@ from types import ModuleType
 
 from bnstudy.options import Options
 
-CONTRACT = ("NAME", "TABLES", "DATASET_KINDS", "Options", "run")
+CONTRACT = ("NAME", "TABLES", "DATASET_KINDS", "Options", "run", "COLUMNS", "ROWS")
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,8 @@ class Measure:
     tables: tuple[str, ...]  # the first is the main table
     dataset_kinds: tuple[str, ...] | None  # the data kinds it applies to (None: all)
     module: ModuleType
+    columns: dict  # {table: {column: meaning}}
+    rows: dict  # {table: what one row is}
 
     def applies_to(self, dataset_kind: str) -> bool:
         return self.dataset_kinds is None or dataset_kind in self.dataset_kinds
@@ -66,9 +72,13 @@ def _discover() -> dict[str, Measure]:
         missing = [k for k in CONTRACT if not hasattr(mod, k)]
         if missing:
             raise TypeError(f"measure package {mod.__name__} lacks {missing} of the contract")
+        undocumented = sorted(set(mod.TABLES) - set(mod.COLUMNS) | set(mod.TABLES) - set(mod.ROWS))
+        if undocumented:
+            raise TypeError(f"measure package {mod.__name__}: COLUMNS and ROWS must describe "
+                            f"each of its TABLES; missing {undocumented}")
         found[mod.NAME] = Measure(mod.NAME, mod.run, mod.Options, tuple(mod.TABLES),
                                   None if mod.DATASET_KINDS is None else tuple(mod.DATASET_KINDS),
-                                  mod)
+                                  mod, dict(mod.COLUMNS), dict(mod.ROWS))
     return found
 
 

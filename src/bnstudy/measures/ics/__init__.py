@@ -1,19 +1,21 @@
 """Internal covariate shift (Santurkar et al. 2018, Def. 2.1 and Fig. 8).
 
 The measure's contract (torch-free, read by the workflow planner): ``NAME`` (its config section),
-``TABLES`` (the first is the main table), ``DATASET_KINDS`` (``None``: every kind), ``Options``
-and ``run``. The definitions and every open choice are documented in :mod:`.compute`.
+``TABLES`` (the first is the main table), ``DATASET_KINDS`` (``None``: every kind), ``Options``,
+``run`` and ``COLUMNS`` / ``ROWS`` (what its tables' columns and rows mean: :mod:`.columns`).
+The definitions and every open choice are documented in :mod:`.compute`.
 """
 
 from __future__ import annotations
 
+from bnstudy.measures.ics.columns import COLUMNS, ROWS
 from bnstudy.measures.ics.options import Options
 
 NAME = "ics"
 TABLES = ('ics',)
 DATASET_KINDS = None
 
-__all__ = ["DATASET_KINDS", "NAME", "TABLES", "Options", "run"]
+__all__ = ["COLUMNS", "ROWS", "DATASET_KINDS", "NAME", "TABLES", "Options", "run"]
 
 
 def run(run: dict, data, options: Options, device) -> dict[str, list[dict]]:

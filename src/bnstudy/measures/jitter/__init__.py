@@ -1,19 +1,21 @@
 """Mini-batch jitter of BN statistics and of the decision boundary (BN-Explained §4, Fig. 6).
 
 The measure's contract (torch-free, read by the workflow planner): ``NAME`` (its config section),
-``TABLES`` (the first is the main table), ``DATASET_KINDS`` (``None``: every kind), ``Options``
-and ``run``. The definitions and every open choice are documented in :mod:`.compute`.
+``TABLES`` (the first is the main table), ``DATASET_KINDS`` (``None``: every kind), ``Options``,
+``run`` and ``COLUMNS`` / ``ROWS`` (what its tables' columns and rows mean: :mod:`.columns`).
+The definitions and every open choice are documented in :mod:`.compute`.
 """
 
 from __future__ import annotations
 
+from bnstudy.measures.jitter.columns import COLUMNS, ROWS
 from bnstudy.measures.jitter.options import Options
 
 NAME = "bn_jitter"
 TABLES = ('bn_jitter', 'bn_jitter_boundary')
 DATASET_KINDS = None
 
-__all__ = ["DATASET_KINDS", "NAME", "TABLES", "Options", "run"]
+__all__ = ["COLUMNS", "ROWS", "DATASET_KINDS", "NAME", "TABLES", "Options", "run"]
 
 
 def run(run: dict, data, options: Options, device) -> dict[str, list[dict]]:

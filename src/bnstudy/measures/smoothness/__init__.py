@@ -1,19 +1,21 @@
 """Loss-landscape smoothness along the gradient (Santurkar et al. 2018, §3.1, Fig. 4).
 
 The measure's contract (torch-free, read by the workflow planner): ``NAME`` (its config section),
-``TABLES`` (the first is the main table), ``DATASET_KINDS`` (``None``: every kind), ``Options``
-and ``run``. The definitions and every open choice are documented in :mod:`.compute`.
+``TABLES`` (the first is the main table), ``DATASET_KINDS`` (``None``: every kind), ``Options``,
+``run`` and ``COLUMNS`` / ``ROWS`` (what its tables' columns and rows mean: :mod:`.columns`).
+The definitions and every open choice are documented in :mod:`.compute`.
 """
 
 from __future__ import annotations
 
+from bnstudy.measures.smoothness.columns import COLUMNS, ROWS
 from bnstudy.measures.smoothness.options import Options
 
 NAME = "smoothness"
 TABLES = ('smoothness', 'smoothness_probes')
 DATASET_KINDS = None
 
-__all__ = ["DATASET_KINDS", "NAME", "TABLES", "Options", "run"]
+__all__ = ["COLUMNS", "ROWS", "DATASET_KINDS", "NAME", "TABLES", "Options", "run"]
 
 
 def run(run: dict, data, options: Options, device) -> dict[str, list[dict]]:

@@ -11,6 +11,12 @@ from bnstudy import options
 NAME = "weight_norms"
 TABLES = ("weight_norms",)
 DATASET_KINDS = None
+ROWS = {"weight_norms": "one row per run, checkpoint and weight matrix"}
+COLUMNS = {"weight_norms": {
+    "step": "the checkpoint's step (0: the initialization)",
+    "layer_name": "the weight's name in the model's state dict",
+    "weight_norm": "the weight's Frobenius norm (ord 2) or largest absolute entry (ord 0)",
+}}
 
 
 @dataclass(frozen=True)

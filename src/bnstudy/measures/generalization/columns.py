@@ -1,0 +1,35 @@
+"""What the columns of the generalization measure's tables mean, with units: its part of the
+column dictionary (:mod:`bnstudy.column_docs`, ``results/README.md``), checked against the rows
+it writes by ``tests/test_column_docs.py``. ``ROWS``: what one row of each table is.
+"""
+
+ROWS = {
+    "generalization": "one row per run, at its last checkpoint "
+    "(`bnstudy.measures.generalization.compute`)"
+}
+
+COLUMNS = {
+    "generalization": {
+        "step": "the last checkpoint's step, where the run is evaluated",
+        "train_loss": "mean loss over the training set (eval mode)",
+        "test_loss": "mean loss over the test set (eval mode)",
+        "loss_gap": "test_loss - train_loss",
+        "train_accuracy": "fraction of the training set classified correctly, 0 to "
+        "1 (NaN for regression)",
+        "test_accuracy": "fraction of the test set classified correctly, 0 to 1 "
+        "(NaN for regression)",
+        "accuracy_gap": "train_accuracy - test_accuracy (fraction)",
+        "bn_statistics": "`running`: BN's running averages; `recomputed`: "
+        "whole-training-set statistics at the final weights",
+        "gamma_sq": "mean over hidden layers with a learned per-unit scale of mean "
+        "gamma^2 (Luo Fig. 2e; NaN if none)",
+        "arch": "the model's architecture",
+        "dropout": "the model's dropout probability",
+        "train_batch_size": "the mini-batch the run trained with (full batch: the "
+        "training set's size)",
+        "lr_batch_scaled": "whether the learning rate was scaled with the batch "
+        "size (`lr_reference_batch`)",
+        "diverged": "whether the run diverged (its checkpoints stop at the failing "
+        "step); its metrics are NaN",
+    }
+}

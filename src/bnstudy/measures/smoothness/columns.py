@@ -1,0 +1,43 @@
+"""What the columns of the smoothness measure's tables mean, with units: its part of the
+column dictionary (:mod:`bnstudy.column_docs`, ``results/README.md``), checked against the rows
+it writes by ``tests/test_column_docs.py``. ``ROWS``: what one row of each table is.
+"""
+
+ROWS = {
+    "smoothness": "one row per run and checkpoint (`bnstudy.measures.smoothness.compute`)",
+    "smoothness_probes": "one row per run, checkpoint and probe step along -g",
+}
+
+COLUMNS = {
+    "smoothness": {
+        "step": "the checkpoint's step (W^t: the weights before update t; 0: the initialization)",
+        "diverged": "whether the run diverged (its checkpoints stop at the failing step)",
+        "loss": "L(w), the loss on the step's mini-batch at the checkpoint's weights",
+        "grad_norm": "||g||_2, g = grad L(w) over every trainable parameter",
+        "loss_min": "smallest finite loss over the probes w - eta g (Fig. 4a's band)",
+        "loss_max": "largest loss over the probes (inf if one is not finite)",
+        "grad_pred_max": "max over the probes of ||grad L(w - eta g) - g||_2 (Fig. 4b)",
+        "beta_eff": "effective beta-smoothness: max over the probes of ||grad L(w - "
+        "eta g) - g|| / ||eta g|| (Fig. 4c)",
+        "nonfinite_probes": "probes whose loss is not finite (count)",
+        "hessian_top": "largest eigenvalue of L's Hessian at w (NaN when not computed)",
+        "hessian_dominant": "the Hessian's eigenvalue of largest magnitude, signed",
+        "hessian_iterations": "Hessian-vector products used (count; 0 when off)",
+        "hessian_converged": "whether the power iteration met its tolerance",
+        "lr": "lr_t, the scheduled learning rate of the step: eta = multiplier x lr_t",
+        "n_probes": "probes along -g (count)",
+        "n_params": "trainable parameters (count)",
+        "bn_statistics": "`batch` (train mode) or `running` (eval mode)",
+    },
+    "smoothness_probes": {
+        "step": "the checkpoint's step (W^t: the weights before update t; 0: the initialization)",
+        "diverged": "whether the run diverged (its checkpoints stop at the failing step)",
+        "multiplier": "m, the probe's step as a multiple of lr_t",
+        "eta": "the probe's step size, m x lr_t",
+        "distance": "eta ||g||_2, the probe's distance from w",
+        "loss": "L(w - eta g), the mini-batch loss at the probe",
+        "grad_diff": "||grad L(w - eta g) - g||_2",
+        "beta": "grad_diff / distance (NaN at distance 0)",
+        "bn_statistics": "`batch` (train mode) or `running` (eval mode)",
+    },
+}
