@@ -243,3 +243,22 @@ def test_findings_read_in_words_and_count_by_claim_without_dz_at_three_seeds(bui
     text = built[0]
     assert "d_z=" not in text  # 3 seeds: Cohen's d_z means nothing yet
     assert "By claim (" in text and "by row:" in text
+
+
+def test_sections_collapse_behind_the_claims_they_answer(built):
+    """A long section is one line until opened: the claims whose evidence it holds, with their
+    adjusted verdicts, stay visible; method, figures, findings and table sit in a <details>."""
+    _, tree, _, _ = built
+    secs = {n["attrs"]["id"]: n for n in walk(tree.root) if n["tag"] == "section"
+            and n["attrs"]["id"].startswith("sec-")}
+    for s in secs.values():
+        details = [c for c in s["children"] if c["tag"] == "details"]
+        assert len(details) == 1
+        assert not [n for n in walk(s) if n["tag"] == "figure"
+                    and "details" not in n["parents"]]
+    head = [c for c in secs["sec-training"]["children"] if c["tag"] == "p"
+            and "headline" in c["attrs"].get("class", "")]
+    assert len(head) == 1
+    assert "noisy_bn: inconclusive on exp1, supported on exp2" in head[0]["text"]
+    assert not [c for c in secs["sec-generalization"]["children"]
+                if "headline" in c.get("attrs", {}).get("class", "")]

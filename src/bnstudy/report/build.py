@@ -120,6 +120,9 @@ def build(config: dict, table_paths: list[str], figures: list[str], out: str) ->
     groups = {g["id"] for ctx in sections for g in ctx["groups"]}
     ledger = (report_summary.rows(frames["claims"], section_of, groups)
               if "claims" in frames else [])
+    lines = report_summary.headlines(ledger)
+    for ctx in sections:  # the line a collapsed section shows
+        ctx["headline"] = lines.get(ctx["id"], "")
     doc = render({
         "title": title, "level_pct": f"{level:.0%}", "intro": _intro(config, frames),
         "found": report_summary.found(ledger), "sections": sections, "ledger": ledger,

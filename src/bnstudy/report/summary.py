@@ -153,3 +153,23 @@ def found(display_rows: list[dict]) -> dict:
             "claim_counts": ranked(claim_verdicts), "n_claims": len(by_claim),
             "check_counts": ranked(r["adjusted"] for r in checks),
             "unmeasured": [r for r in display_rows if not r["measured"]]}
+
+
+def headlines(display_rows: list[dict]) -> dict[str, str]:
+    """``{section anchor: one line}``: the adjusted verdicts of the claims whose evidence is that
+    section (implementation checks apart), the line a collapsed section shows, e.g. ``ics_grad:
+    supported on star, dln; not supported on digits``."""
+    by_section: dict[str, dict[str, dict[str, list[str]]]] = {}
+    for r in display_rows:
+        if not r["measured"] or not r["section_anchor"] or r["check"] == "implementation check":
+            continue
+        claims = by_section.setdefault(r["section_anchor"], {})
+        verdicts = claims.setdefault(r["claim_id"], {})
+        verdicts.setdefault(r["adjusted"], []).append(r["where"].split(":")[0])
+    out = {}
+    for sec, claims in by_section.items():
+        out[sec] = "; ".join(
+            f"{cid}: " + ", ".join(f"{v} on {', '.join(dict.fromkeys(w))}"
+                                   for v, w in verdicts.items())
+            for cid, verdicts in claims.items())
+    return out

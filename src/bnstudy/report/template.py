@@ -105,6 +105,9 @@ seeds resolve with 80% power; each row links to the section holding its evidence
 {% for s in sections %}
 <section id="{{ s.id }}">
 <h2>{{ s.title }}<a class="up" href="#contents">&uarr; contents</a></h2>
+{% if s.headline %}<p class="headline"><b>Claims read here.</b> {{ s.headline }}</p>
+{% endif %}<details class="section"><summary>Method, figures{% if s.findings %}, findings{% endif
+%}{% if s.table %} and summary table{% endif %}</summary>
 <p>{{ s.text }}</p>
 {% for g in s.groups %}
 {% if g.heading %}<h3 id="{{ g.id }}">{{ g.heading }}</h3>{% endif %}
@@ -115,6 +118,7 @@ seeds resolve with 80% power; each row links to the section holding its evidence
 {% if s.findings %}<p><b>Findings.</b> {{ s.findings | safe }}</p>{% endif %}
 {% if s.table %}<p>Summary: mean &plusmn; half-width of the {{ level_pct }} CI over seeds.</p>
 <div class="scroll">{{ s.table | safe }}</div>{% endif %}
+</details>
 </section>
 {% endfor %}
 {% if rounds %}
