@@ -106,6 +106,20 @@ def _ics():
     return pd.DataFrame(rows)
 
 
+def _ics_activations():
+    rng = np.random.default_rng(7)
+    rows = []
+    for r in _runs():
+        for s in STEPS:
+            for layer in (1, 2, 3):
+                centre = rng.normal()
+                rows += [{**r, "step": s, "layer_index": layer, "layer_name": f"block{layer}",
+                          "units": 16, "unit": 4, "quantile": q, "value": centre + q,
+                          "samples_per_stat": 32, "probe_size": 32}
+                         for q in (0.05, 0.25, 0.5, 0.75, 0.95)]
+    return pd.DataFrame(rows)
+
+
 def _jitter():
     rng = np.random.default_rng(6)
     xs = np.linspace(-1, 1, 6)
@@ -140,7 +154,8 @@ def _figures():
             "partition_density_steps": [pd_], "partition_density_sets": [pd_],
             "partition_density_layers": [pd_], "partition_density_maps": [mp],
             "smoothness_landscape": [sm], "ics_gradient": [ic], "ics_depth": [ic],
-            "ics_distribution": [ic], "bn_jitter_boundaries": [jit, jsum]}
+            "ics_distribution": [ic], "ics_activations": [_ics_activations()],
+            "bn_jitter_boundaries": [jit, jsum]}
 
 
 FRAMES = _figures()
@@ -287,3 +302,19 @@ def test_vector_copies_beside_each_png_are_deterministic(tmp_path):
         digests.append(raw)
     assert digests[0] == digests[1]
     assert plots.export_paths("a/b.png", {}) == ["a/b.png"]
+
+
+def test_figures_are_palette_pngs_a_third_the_size(tmp_path):
+    """The report embeds every figure: each PNG is a 256-colour palette image (a third of the
+    bytes of true colour), the same bytes for the same table."""
+    from PIL import Image
+
+    table = tmp_path / "training.parquet"
+    _training().to_parquet(table)
+    out = tmp_path / "training_curves.png"
+    plots.render_all("training_curves", [str(table)], {"e": str(out)}, {"dpi": 60})
+    image = Image.open(out)
+    assert image.mode == "P" and len(image.getcolors(256) or []) <= 256
+    first = out.read_bytes()
+    plots.render_all("training_curves", [str(table)], {"e": str(out)}, {"dpi": 60})
+    assert out.read_bytes() == first
