@@ -40,8 +40,11 @@ from bnstudy.train.loop import evaluate
 
 def recompute_bn_statistics(model: nn.Module, x: torch.Tensor, chunk: int = 4096) -> nn.Module:
     """An eval-mode copy of ``model`` whose batch-statistics layers hold the population
-    statistics of ``x``, layer by layer (one pass when ``x`` fits in ``chunk`` rows, else one
-    chunked pass per layer; float64 sums), consistent with what eval-mode inference computes."""
+    statistics of ``x``, layer by layer (one forward per image in chunks of ``chunk`` rows, each
+    chunk waiting at every layer until it is frozen; per-layer passes instead where those
+    suspended forwards would not fit the memory budget, same numbers:
+    :func:`bnstudy.networks.layer_stats.layer_by_layer`; float64 sums), consistent with what
+    eval-mode inference computes."""
     return frozen_copy(model, "train_set", x, chunk_rows=chunk)
 
 

@@ -19,8 +19,10 @@ moments of ``h``; App. D.5 "the standard empirical variance estimator").
   exhaustive enumeration of all batches of a small population.
 - :func:`population_moments`: the moments of every BN layer's input over the training set, each
   layer's computed with the earlier BN layers normalizing by their own whole-set statistics
-  (eval mode, one layer at a time, the forward stopped at the layer; float64 power sums shifted
-  by the first chunk's mean), and the eval-mode copy frozen at those statistics.
+  (eval mode, one forward per image, each chunk waiting at every BN layer until it is frozen,
+  while the waiting chunks fit the memory budget, else one pass stopped at each layer, the same
+  numbers: :func:`bnstudy.networks.layer_stats.layer_by_layer`; float64 power sums shifted by the
+  first chunk's mean), and the eval-mode copy frozen at those statistics.
 - :func:`batch_statistics`: what a train-mode forward of each batch on a private copy gives
   every BN layer: the per-unit mean and biased variance of its input over the batch (and H, W
   for conv maps), computed in the input's precision (float32, as BN does) and stored in float64.
@@ -37,7 +39,7 @@ from torch import nn
 
 from bnstudy.measures.jitter.options import SAMPLING  # noqa: F401 (re-exported)
 from bnstudy.measures.partition.frozen_bn import set_buffers
-from bnstudy.networks.layer_inputs import for_each_input
+from bnstudy.networks.layer_stats import layer_by_layer
 from bnstudy.networks.normalizers import batchnorm_modules
 from bnstudy.networks.norms.layers import GhostBatchNorm, ghost_sizes
 
@@ -91,26 +93,33 @@ def population_moments(model: nn.Module, x: torch.Tensor,
     """Moments of every BN layer's input over ``x``, earlier BN layers normalizing by their own
     statistics of ``x``; also returns the eval-mode copy frozen at those statistics."""
     net = copy.deepcopy(model).eval()
-    out = []
-    for bn in batchnorm_modules(net):
-        acc: dict = {}
+    bns = batchnorm_modules(net)
+    accs: list[dict] = [{} for _ in bns]
+    out: dict[int, Moments] = {}
 
-        def grab(z, acc=acc):
-            h = z.double().transpose(0, 1).reshape(z.shape[1], -1)
-            if "shift" not in acc:
-                acc.update(shift=h.mean(1), n=0, s=[0.0] * 4)
-            d = h - acc["shift"][:, None]
-            acc["n"] += d.shape[1]
-            acc["s"] = [acc["s"][p] + d.pow(p + 1).sum(1) for p in range(4)]
+    def grab(j: int, z: torch.Tensor) -> None:
+        acc = accs[j]
+        h = z.double().transpose(0, 1).reshape(z.shape[1], -1)
+        if "shift" not in acc:
+            acc.update(shift=h.mean(1), n=0, s=[0.0] * 4)
+        d = h - acc["shift"][:, None]
+        acc["n"] += d.shape[1]
+        acc["s"] = [acc["s"][p] + d.pow(p + 1).sum(1) for p in range(4)]
 
-        for_each_input(net, x, chunk_rows, grab, bn)
+    def freeze(j: int) -> None:
+        acc = accs[j]
         e1, e2, e3, e4 = (s / acc["n"] for s in acc["s"])
         mean = acc["shift"] + e1
         m2 = (e2 - e1 ** 2).clamp_min(0.0)
         m4 = (e4 - 4 * e1 * e3 + 6 * e1 ** 2 * e2 - 3 * e1 ** 4).clamp_min(0.0)
-        set_buffers(bn, mean, m2)
-        out.append(Moments(acc["n"], *(t.cpu().numpy() for t in (mean, m2, m4))))
-    return out, net
+        set_buffers(bns[j], mean, m2)
+        out[j] = Moments(acc["n"], *(t.cpu().numpy() for t in (mean, m2, m4)))
+
+    layer_by_layer(net, x, chunk_rows, bns, grab, freeze)
+    missing = sorted(set(range(len(bns))) - set(out))
+    if missing:
+        raise RuntimeError(f"BN layers {missing} are not on the forward path")
+    return [out[j] for j in range(len(bns))], net
 
 
 @torch.no_grad()

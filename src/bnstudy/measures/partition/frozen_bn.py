@@ -14,9 +14,10 @@ one fixed function of its input:
   frozen at their own full-set statistics and running their *deterministic* map, i.e. exactly
   the frozen network's own layer inputs: ghost BN normalizes the whole set, not ghost batches,
   and noisy BN applies its eval map (the noise's expectation), not a draw of noise. One eval-mode
-  pass when the set fits in ``chunk_rows`` rows (each layer is frozen from its input just before
-  it runs), otherwise one chunked pass per layer that stops at that layer (same numbers, float64
-  sums);
+  forward per image, in chunks of ``chunk_rows`` rows, each chunk waiting at every layer until
+  the layer is frozen from all chunks' inputs, while the waiting chunks fit the memory budget
+  (else one pass stopped at each layer, as before; the numbers are the same bitwise:
+  :func:`bnstudy.networks.layer_stats.layer_by_layer`; float64 sums);
 - ``batch``: the same over a given mini-batch (the step's recorded batch);
 - ``running``: the stored running buffers as they are (plain eval mode).
 
@@ -31,7 +32,7 @@ import torch
 from torch import nn
 
 from bnstudy.measures.partition.options import BN_STATISTICS  # noqa: F401 (re-exported)
-from bnstudy.networks.layer_inputs import for_each_input
+from bnstudy.networks.layer_stats import layer_by_layer
 from bnstudy.networks.normalizers import batch_statistics_layers
 from bnstudy.networks.norms.layers import set_mean_var
 
@@ -44,28 +45,17 @@ def population_statistics(net: nn.Module, x: torch.Tensor, chunk_rows: int = 655
     on a copy."""
     layers = batch_statistics_layers(net)
     net.eval()
+    accs: list = [None] * len(layers)
     stats: dict[int, tuple] = {}
 
-    def freeze(j: int, layer, acc: dict) -> None:
-        stats[j] = layer.population(acc)
-        layer.freeze(stats[j])
+    def grab(j: int, z: torch.Tensor) -> None:
+        accs[j] = layers[j].accumulate(accs[j], z)
 
-    if len(x) <= chunk_rows:  # one pass: each layer frozen from its whole input before it runs
-        hooks = [layer.register_forward_pre_hook(
-            lambda m, inp, j=j: freeze(j, m, m.accumulate(None, inp[0])))
-            for j, layer in enumerate(layers)]
-        try:
-            net(x)
-        finally:
-            for h in hooks:
-                h.remove()
-    else:  # layer by layer, each layer's sums accumulated over chunks
-        for j, layer in enumerate(layers):
-            acc: dict = {}
-            for_each_input(net, x, chunk_rows,
-                           lambda z, m=layer, acc=acc: acc.update(a=m.accumulate(acc.get("a"), z)),
-                           layer)
-            freeze(j, layer, acc["a"])
+    def freeze(j: int) -> None:
+        stats[j] = layers[j].population(accs[j])
+        layers[j].freeze(stats[j])
+
+    layer_by_layer(net, x, chunk_rows, layers, grab, freeze)
     missing = sorted(set(range(len(layers))) - set(stats))
     if missing:
         raise RuntimeError(f"batch-statistics layers {missing} are not on the forward path")

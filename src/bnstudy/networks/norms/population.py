@@ -32,8 +32,8 @@ pre-activation ``h = w^T z`` instead of batch statistics. Choices the paper leav
   cross-unit noise covariance, ``zeta_probes`` antithetic probes for the ReLU kinks, seeded by
   the run seed and the step). ``tests/test_population_decay.py`` checks ``sum zeta gamma^2``
   against a Monte Carlo of the expected increase of the training loss under batch statistics.
-- Cost: each refresh is one forward pass over the subset and a ``fan_in x fan_in`` covariance
-  per layer; ``"eq3"`` adds one forward pass, one backward pass per network output and
+- Cost: each refresh is one forward pass over the subset (in chunks) and a ``fan_in x fan_in``
+  covariance per layer; ``"eq3"`` adds one forward pass, one backward pass per network output and
   ``2 zeta_probes`` forward + backward passes -- raise ``refresh_every`` for larger studies
   (statistics then lag the weights by up to that many steps).
 
@@ -55,7 +55,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bnstudy.networks.blocks import blocks
-from bnstudy.networks.layer_inputs import for_each_input
+from bnstudy.networks.layer_stats import layer_by_layer
 from bnstudy.networks.norms.fixed import FrozenAffine, WeightNormGammaDecay, gamma_decayed
 from bnstudy.networks.norms.float32 import Float32Statistics
 from bnstudy.networks.norms.host_ints import buffer_int, remember_int
@@ -159,35 +159,20 @@ def _store(pn: PopulationNorm, acc: dict) -> None:
 def refresh(model: nn.Module, ctx, options: dict, chunk: int = 4096, step: int = 0) -> None:
     """Re-estimate every PN layer's input moments (and ``zeta`` for ``"eq3"``), layer by layer.
 
-    A subset of at most ``chunk`` inputs takes one forward pass in which each layer's moments
-    are set from its input just before the layer runs (so later layers see refreshed earlier
-    ones); larger subsets take one chunked pass per layer. ``step`` seeds ``"eq3"``'s probes.
+    One forward of the subset in chunks of ``chunk`` inputs, each chunk waiting at every PN
+    layer until that layer's moments are set from all chunks' inputs (so later layers see
+    refreshed earlier ones; :func:`bnstudy.networks.layer_stats.layer_by_layer`). ``step`` seeds
+    ``"eq3"``'s probes.
     """
     idx = subset(ctx, options["n_samples"]).to(ctx.x.device)
     x, y = ctx.x[idx], ctx.y[idx]
     pairs = [(b, b.norm) for b in blocks(model) if isinstance(b.norm, PopulationNorm)]
     eq3 = options["zeta"] == "eq3" and bool(pairs)
     m = int(options.get("zeta_batch_size") or ctx.batch_size)
-    if len(x) <= chunk:
-        def set_moments(mod, inp, pn):
-            acc = {"n": 0, "s": 0.0, "q": 0.0}
-            with torch.no_grad():
-                _accumulate(pn, acc, inp[0])
-                _store(pn, acc)
-
-        handles = [b.linear.register_forward_pre_hook(
-            lambda mod, inp, pn=pn: set_moments(mod, inp, pn)) for b, pn in pairs]
-        try:
-            model(x)
-        finally:
-            for h in handles:
-                h.remove()
-    else:
-        for block, pn in pairs:
-            acc = {"n": 0, "s": 0.0, "q": 0.0}
-            for_each_input(model, x, chunk, lambda z, pn=pn, acc=acc: _accumulate(pn, acc, z),
-                           block.linear)
-            _store(pn, acc)
+    accs = [{"n": 0, "s": 0.0, "q": 0.0} for _ in pairs]
+    layer_by_layer(model, x, chunk, [b.linear for b, _ in pairs],
+                   lambda j, z: _accumulate(pairs[j][1], accs[j], z),
+                   lambda j: _store(pairs[j][1], accs[j]))
     if eq3:
         with torch.enable_grad():
             gen = torch.Generator().manual_seed(int(ctx.seed) * 1_000_003 + int(step))
@@ -215,24 +200,31 @@ def luo_zeta(model: nn.Module, ctx, options: dict) -> None:
 
 @torch.no_grad()
 def fold_bn_init(model: nn.Module, ctx, options: dict, chunk: int = 4096) -> None:
-    """BN-Explained §4: freeze whole-training-set BN (gamma=1, beta=0) into every hidden layer."""
+    """BN-Explained §4: freeze whole-training-set BN (gamma=1, beta=0) into every hidden layer.
+
+    One forward of the training set in chunks (:func:`bnstudy.networks.layer_stats.
+    layer_by_layer`), each chunk waiting at every block until its map is fixed. Folding changes
+    the block's linear/conv map, so there the chunks wait at the map's input and the map runs
+    twice on each input: before the fold for the statistics, after it for the forward."""
     x, eps, fold = ctx.x, float(options["eps"]), bool(options["fold"])
-    for block in blocks(model):
-        acc = {"n": 0, "s": 0.0, "q": 0.0}
+    bl = blocks(model)
+    if not all(isinstance(b.norm, FrozenAffine) for b in bl):
+        raise ValueError("bn_init needs FrozenAffine norm layers")
+    accs = [{"n": 0, "s": 0.0, "q": 0.0} for _ in bl]
 
-        def grab(h, acc=acc):
-            h = h.transpose(0, 1).reshape(h.shape[1], -1).double()
-            acc["n"] += h.shape[1]
-            acc["s"] = acc["s"] + h.sum(1)
-            acc["q"] = acc["q"] + (h * h).sum(1)
+    def grab(j: int, z: torch.Tensor) -> None:
+        h = bl[j].linear.forward(z) if fold else z  # the norm layer's input: the pre-activation
+        h = h.transpose(0, 1).reshape(h.shape[1], -1).double()
+        acc = accs[j]
+        acc["n"] += h.shape[1]
+        acc["s"] = acc["s"] + h.sum(1)
+        acc["q"] = acc["q"] + (h * h).sum(1)
 
-        # the norm layer's input is the layer's pre-activation
-        for_each_input(model, x, chunk, grab, block.norm)
+    def freeze(j: int) -> None:
+        acc, block = accs[j], bl[j]
         mean = acc["s"] / acc["n"]
         var = (acc["q"] / acc["n"] - mean * mean).clamp_min(0)
         sigma = torch.sqrt(var + eps)
-        if not isinstance(block.norm, FrozenAffine):
-            raise ValueError("bn_init needs FrozenAffine norm layers")
         if fold:
             lin = block.linear
             w, b = lin.weight, lin.bias
@@ -244,6 +236,8 @@ def fold_bn_init(model: nn.Module, ctx, options: dict, chunk: int = 4096) -> Non
         else:
             block.norm.shift.copy_(mean.to(block.norm.shift.dtype))
             block.norm.scale.copy_((1 / sigma).to(block.norm.scale.dtype))
+
+    layer_by_layer(model, x, chunk, [b.linear if fold else b.norm for b in bl], grab, freeze)
 
 
 # -- the registry entries ----------------------------------------------------------------------
