@@ -38,8 +38,9 @@ CHANGED = {
             "teacher_student": None},  # issue 18: convention loss (BN's Eq. 3 objective)
     "luo_paper": {**TS_ARMS, "generalization": None, "report": None, "teacher_student": None},
     # issue 18: convention loss; issue 20: replication rounds on the experiments that decide
-    "config": {"teacher_student": None, **{("experiments", e): {"replication"}
-                                           for e in ("star", "dln", "digits")}},
+    # issue 23: the figures' width and vector formats spelled out
+    "config": {"teacher_student": None, "plots": None,
+               **{("experiments", e): {"replication"} for e in ("star", "dln", "digits")}},
     "balestriero": {("experiments", e): {"replication"}
                     for e in ("partition_star", "jitter_b256", "resnet_init")},
     "balestriero_paper": {("experiments", "cifar_init"): {"model"},  # the paper's ResNet9
@@ -288,3 +289,18 @@ def test_axis_columns_are_added_to_tables_without_overwriting_their_own():
     out = tables.with_axes(df, grid)
     assert out["data_seed"].tolist()[:2] == [1, 2] and pd.isna(out["data_seed"].iloc[2])
     assert out["alpha"].tolist() == [9.0, 9.0, 9.0]  # the table's own column wins
+
+
+def test_shipped_studies_keep_their_sweep_axes():
+    """The axis columns of every shipped study, as before experiments could run over swept
+    models and trainings (each experiment's axis names, counted; the experiments themselves are
+    compared with the frozen flat forms above)."""
+    from collections import Counter
+
+    want = {"balestriero": {"data": 1}, "balestriero_paper": {"data": 3},
+            "luo": {"alpha,data_seed,arm": 45, "alpha,data_seed,bs": 6, "regime": 4},
+            "luo_paper": {"alpha,data_seed,arm": 180, "alpha,data_seed,bs": 12, "regime": 4}}
+    for path in STUDIES:
+        axes = study.load([ROOT / path]).get("sweep_axes", {})
+        assert dict(Counter(",".join(v) for v in axes.values())) == want.get(Path(path).stem, {})
+

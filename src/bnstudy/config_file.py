@@ -21,6 +21,7 @@ SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.
 # (re.fullmatch, never ``$``, which also matches before a final newline).
 NAME = re.compile(r"[A-Za-z0-9_]+")
 MAX_EXTENDS = 32  # the longest ``extends:`` chain, in files (a deeper one is an error)
+SECTIONS = ("datasets", "models", "trainings", "experiments")  # whose entries may be swept
 
 
 class ConfigError(ValueError):
@@ -112,7 +113,8 @@ def read_study(path: str | Path, _chain: tuple = ()) -> dict:
     """A config file read strictly, with its ``extends: <file>`` chain resolved: the named file
     (relative to the extending file's folder) is read the same way and this file laid over it
     (:func:`overlay`). A missing file, a cycle or a bad ``extends`` value is a ConfigError
-    naming the file and key, as is a chain of more than :data:`MAX_EXTENDS` files."""
+    naming the file and key, as is a chain of more than :data:`MAX_EXTENDS` files, and a
+    setting this file gives that a sweep it extends overrides (:func:`check_swept_overrides`)."""
     path = Path(path)
     if len(_chain) >= MAX_EXTENDS:
         fail("", f"{path}: extends: the chain from {str(_chain[0])!r} is more than {MAX_EXTENDS} "
@@ -133,7 +135,44 @@ def read_study(path: str | Path, _chain: tuple = ()) -> dict:
     if not target.is_file():
         fail("", f"{path}: extends: {ext!r}: {str(target)!r} does not exist; allowed: the path "
                  "of another study file, relative to this file's folder")
-    return overlay(read_study(target, chain), cfg)
+    out = overlay(read_study(target, chain), cfg)
+    check_swept_overrides(out, cfg, path)
+    return out
+
+
+def _swept_keys(axis: str, vals) -> set:
+    """The keys a sweep axis sets in every entry it generates: its own (a list of values, or an
+    experiment's swept dataset, model or training), or those every named variant sets."""
+    if isinstance(vals, (list, str)):
+        return {axis}
+    variants = [v for v in vals.values() if isinstance(v, dict)] if isinstance(vals, dict) else []
+    return set.intersection(*map(set, variants)) if variants else set()
+
+
+def check_swept_overrides(merged: dict, over: dict, path) -> None:
+    """``extends:`` merges an entry key by key, so a swept entry stays swept: a key the extending
+    file ``over`` sets (a dataset's: in ``options``) that an axis of the merged entry's sweep sets
+    in every generated entry would be ignored silently (its sweep's values win). That is a
+    ConfigError naming the file, the key and the axis, unless the file gives that axis too."""
+    for section in SECTIONS:
+        entries, base = over.get(section), merged.get(section)
+        for name, child in (entries.items() if isinstance(entries, dict) else ()):
+            entry = base.get(name) if isinstance(base, dict) else None
+            if not isinstance(child, dict) or not isinstance(entry, dict) or \
+                    not isinstance(entry.get("sweep"), dict):
+                continue
+            own = child.get("options") if section == "datasets" else child
+            own = {k: v for k, v in own.items() if v is not None} if isinstance(own, dict) else {}
+            given = child.get("sweep") if isinstance(child.get("sweep"), dict) else {}
+            for axis, vals in entry["sweep"].items():
+                hidden = sorted(_swept_keys(axis, vals) & set(own))
+                if axis in given or not hidden:
+                    continue
+                key = f"{section}.{name}." + ("options." if section == "datasets" else "")
+                fail("", f"{path}: {key}{hidden[0]}: {own[hidden[0]]!r} would be ignored: the "
+                         f"sweep axis {axis!r} of {section}.{name} ({vals!r}) sets it in every "
+                         f"generated entry; allowed: give the axis here (sweep: {{{axis}: "
+                         "...}), or drop the sweep (sweep: null)")
 
 
 # -- the JSON schema ----------------------------------------------------------------------------

@@ -6,12 +6,17 @@
   matched whole); its variants are named by strings or integers; a swept dataset's ``options``
   is a mapping; the loader's own key ``sweep_axes`` is not given by hand (:data:`RESERVED_KEYS`);
 - the size: the entries a section expands to are counted from the axes' lengths before any is
-  built, and more than ``limits.experiments`` (default :data:`MAX_EXPERIMENTS`) is an error;
-- the columns: a dataset's or experiment's axis becomes a column of every table
-  (:func:`bnstudy.sweeps.experiment_axes`), so it may not be named like a declared table column
-  (:data:`bnstudy.columns.TYPES`, other than the identifying ones the loader renames), and its
-  values are scalars of one kind (numbers, strings or booleans; lists are rejected, as Parquet
-  would store them as neither).
+  built (an experiment's axes over swept entries by the entries each generates), and more than
+  ``limits.experiments`` (default :data:`MAX_EXPERIMENTS`) is an error;
+- the columns: every axis an experiment runs over becomes a column of every table
+  (:func:`bnstudy.sweep_experiments.experiment_axes`). A dataset's or experiment's axis is a
+  column under its own name, so it may not be named like a declared table column
+  (:data:`bnstudy.columns.TYPES`, other than the identifying ones the loader renames); a model's
+  or training's axis is named by a key of the entry (``lr``), so one named like a declared
+  column is renamed instead (``training_lr``). Axis values that reach a column are scalars of
+  one kind (numbers, strings or booleans; lists are rejected, as Parquet would store them as
+  neither): a dataset's or experiment's axes are checked here, a model's or training's where an
+  experiment runs on it (an unused sweep of ``checkpoints`` lists is no column).
 
 Every error is a :class:`~bnstudy.config_file.ConfigError` naming the entry, the bad value and
 what is allowed.
@@ -22,16 +27,17 @@ from __future__ import annotations
 import math
 import re
 
-from bnstudy.config_file import NAME, fail
+from bnstudy.config_file import NAME, SECTIONS, fail
 
-SECTIONS = ("datasets", "models", "trainings", "experiments")
 SWEEP_KEYS = ("sweep", "name", "where")
 AXIS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # matched whole
 RESERVED_KEYS = ("sweep_axes",)  # written by the loader (bnstudy.study.load)
 MAX_EXPERIMENTS = 10_000  # the default of limits.experiments: entries per section
 # the tables' identifying columns: axes named like them are renamed (data_seed, experiment_seed)
 ID_COLUMNS = ("experiment", "dataset", "model", "norm", "seed", "step", "split", "layer")
-COLUMN_SECTIONS = ("datasets", "experiments")  # whose axes become table columns
+COLUMN_SECTIONS = ("datasets", "experiments")  # whose axes are table columns under their names
+# an experiment's keys that name entries of these sections: they may name a swept entry
+FAMILY_KEYS = {"dataset": "datasets", "model": "models", "training": "trainings"}
 
 
 def max_entries(cfg: dict) -> int:
@@ -115,17 +121,21 @@ def _kind(v) -> str:
     return type(v).__name__
 
 
+def check_column_value(at: str, v) -> None:
+    """An axis value that becomes a table cell: a finite number, a text or a boolean."""
+    kind = _kind(v)
+    if kind not in ("boolean", "number", "text") or (kind == "number" and not math.isfinite(v)):
+        fail(at, f"value {v!r} ({type(v).__name__}) cannot be a table column; allowed: "
+                 "numbers, texts or booleans (give a list-valued setting as named "
+                 "variants: {name: {key: [...]}})")
+
+
 def _check_values(at: str, values: list) -> None:
     """An axis that becomes a table column: scalars of one kind."""
     kinds = {}
     for v in values:
-        kind = _kind(v)
-        if kind not in ("boolean", "number", "text") or (kind == "number" and
-                                                         not math.isfinite(v)):
-            fail(at, f"value {v!r} ({type(v).__name__}) cannot be a table column; allowed: "
-                     "numbers, texts or booleans (give a list-valued setting as named "
-                     "variants: {name: {key: [...]}})")
-        kinds.setdefault(kind, v)
+        check_column_value(at, v)
+        kinds.setdefault(_kind(v), v)
     if len(kinds) > 1:
         fail(at, f"values {values!r} mix {sorted(kinds)}; allowed: values of one kind (a table "
                  "column holds one type)")
@@ -145,21 +155,37 @@ def check_axis_kinds(axes: dict) -> None:
 
 
 def expanded_size(section: str, entry: dict, families: dict) -> int:
-    """How many entries ``entry`` expands to before its ``where`` filter (1 unless swept);
-    ``families``: swept dataset name -> its number of generated datasets."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("sweep"), dict):
+    """How many entries ``entry`` expands to before its ``where`` filter (1 unless swept), an
+    upper bound where a variant replaces a swept entry the experiment names;
+    ``families[section][name]``: how many entries the swept entry ``name`` generates."""
+    if not isinstance(entry, dict):
         return 1
+    sweep = entry["sweep"] if isinstance(entry.get("sweep"), dict) else {}
+    experiment = section == "experiments"
+
+    def size(key, value) -> int:  # entries an experiment's key naming ``value`` stands for
+        family = families.get(FAMILY_KEYS.get(key), {}) if experiment else {}
+        return family.get(value, 1) if isinstance(value, str) else 1
+
     n = 1
-    for axis, vals in entry["sweep"].items():
-        if section == "experiments" and axis == "dataset" and isinstance(vals, str):
-            n *= families.get(vals, 1)
-        elif isinstance(vals, (list, dict)):
-            n *= max(len(vals), 1)
+    for axis, vals in sweep.items():
+        if isinstance(vals, str):
+            n *= size(axis, vals)
+        elif isinstance(vals, list):
+            n *= max(sum(size(axis, v) for v in vals), 1)
+        elif isinstance(vals, dict):
+            n *= max(sum(math.prod(size(k, x) for k, x in v.items()) if isinstance(v, dict)
+                         else 1 for v in vals.values()), 1)
+    if experiment:  # the keys no list or family axis sets: swept entries named directly
+        for key in FAMILY_KEYS:
+            if not isinstance(sweep.get(key), (str, list)):
+                n *= size(key, entry.get(key))
     return n
 
 
 def check_size(section: str, entries: dict, families: dict, cap: int) -> None:
-    """The section expands to at most ``cap`` entries (counted, not built)."""
+    """The section expands to at most ``cap`` entries (counted, not built); ``families`` as
+    for :func:`expanded_size`."""
     sizes = {name: expanded_size(section, e, families) for name, e in entries.items()}
     total = sum(sizes.values())
     if total > cap:

@@ -8,15 +8,22 @@ An entry of ``datasets``, ``models``, ``trainings`` or ``experiments`` may hold
     that name, in ``options``);
   - a mapping of named variants, ``{variant name: {key: value, ...}}``: each sets several keys
     at once (a dataset's: options); the variant's name is the axis's value in names;
-  - for an experiment's ``dataset`` axis only, the name of a swept dataset entry: one value per
-    dataset it generates, whose own axes are then axes of the experiment too (names, ``where``);
+  - for an experiment's ``dataset``, ``model`` or ``training`` axis only, the name of a swept
+    entry of that section: one value per entry it generates, whose own axes are then axes of
+    the experiment too (names, ``where``);
 
 - ``name``: a template of the generated names, ``{axis}`` standing for the axis's value in its
   filesystem-safe form (:func:`fmt`: 0.5 -> ``0p5``, 2.0 -> ``2``, -1 -> ``m1``, True ->
-  ``true``); without it, the entry's name followed by ``_<axis><value>`` per axis (for a
-  dataset axis: ``_<dataset name>``);
+  ``true``); without it, the entry's name followed by ``_<axis><value>`` per axis (for an axis
+  over a swept entry: ``_<generated name>``);
 - ``where``: a mapping ``{axis: value or list of values}`` that a combination must match to be
   kept (all its axes), or a list of such mappings (any of them).
+
+An experiment whose ``dataset``, ``model`` or ``training`` names a swept entry (directly, or set
+so by one of its axes) runs over every entry that sweep generates without a ``sweep:`` of its
+own (:mod:`bnstudy.sweep_experiments`): such axes come after the experiment's own, in the order
+dataset, model, training, and its ``name`` and ``where`` may use their axes. An experiment that
+names a plain entry is unchanged.
 
 :func:`expand` generates one entry per combination (the product of the axes, the first axis
 outermost), in place of the swept entry; values keep their YAML types (2.0 stays a float). A
@@ -31,9 +38,10 @@ import itertools
 
 import yaml
 
-from bnstudy import sweep_checks
+from bnstudy import sweep_checks, sweep_experiments
 from bnstudy.config_file import NAME, SCHEMA, fail
-from bnstudy.sweep_checks import ID_COLUMNS, SECTIONS, SWEEP_KEYS  # noqa: F401 (re-exported)
+from bnstudy.sweep_checks import FAMILY_KEYS, ID_COLUMNS, SECTIONS, SWEEP_KEYS  # noqa: F401
+from bnstudy.sweep_experiments import experiment_axes  # noqa: F401 (re-exported: study.load)
 
 SAFE_NAME = NAME  # generated names are matched whole (re.fullmatch)
 
@@ -79,11 +87,8 @@ def _axes(section: str, name: str, entry: dict, families: dict) -> list[tuple]:
     out = []
     for axis, vals in sweep.items():
         at = f"{where}.{axis}"
-        if section == "experiments" and axis == "dataset" and isinstance(vals, str):
-            if vals not in families:
-                fail(at, f"{vals!r} is not a swept dataset; allowed: a list of dataset names or "
-                         f"one of the swept datasets {sorted(families)}")
-            out.append((axis, "family", families[vals]))
+        if section == "experiments" and axis in FAMILY_KEYS and isinstance(vals, str):
+            out.append((axis, "family", sweep_experiments.named_family(at, axis, vals, families)))
             continue
         if not isinstance(vals, (list, dict)):
             fail(at, f"got {vals!r}; allowed: a list of values or a mapping of named variants")
@@ -123,12 +128,14 @@ def _matches(values: dict, where, at: str) -> bool:
 
 def _combinations(section: str, name: str, entry: dict, families: dict):
     """(generated name, axis values, entry) per kept combination."""
-    axes = _axes(section, name, entry, families)
+    axes = _axes(section, name, entry, families) if "sweep" in entry else []
     body = {k: v for k, v in entry.items() if k not in SWEEP_KEYS}
     template = entry.get("name")
     if template is not None and not isinstance(template, str):
         fail(f"{section}.{name}.name", f"got {template!r}; allowed: a text such as "
                                         "'ts_a{alpha}_d{seed}'")
+    own = {a for a, _, _ in axes}
+    bound = {a for a, kind, _ in axes if kind == "family"}
     choices = [[(axis, kind, v) for v in (vals if kind != "variants" else list(vals))]
                for axis, kind, vals in axes]
     for combo in itertools.product(*choices):
@@ -137,16 +144,9 @@ def _combinations(section: str, name: str, entry: dict, families: dict):
         parts = [name]
         for axis, kind, v in combo:
             if kind == "family":
-                ds_name, ds_values = v
-                clash = sorted(set(ds_values) & ({a for a, _, _ in axes} | set(values)))
-                if clash:
-                    fail(f"{section}.{name}.sweep.dataset", f"the dataset's axes {clash} are "
-                         "axes of this entry too; allowed: distinct axis names")
-                values.update(ds_values)
-                words.update({a: fmt(x) for a, x in ds_values.items()})
-                values[axis], words[axis] = ds_name, ds_name
-                target[axis] = ds_name
-                parts.append(ds_name)
+                _add_family(f"{section}.{name}.sweep.{axis}", axis, v, values, words, own)
+                target[axis] = v[0]
+                parts.append(v[0])
                 continue
             values[axis], words[axis] = v, fmt(v)
             parts.append(f"{axis}{fmt(v)}")
@@ -154,22 +154,54 @@ def _combinations(section: str, name: str, entry: dict, families: dict):
                 target[axis] = copy.deepcopy(v)
             else:
                 target.update(copy.deepcopy(_variants(axes, axis)[v]))
-        if "where" in entry and not _matches(values, entry["where"], f"{section}.{name}.where"):
-            continue
-        if template is None:
-            gen = "_".join(parts)
-        else:
-            try:
-                gen = template.format(**words)
-            except KeyError as e:
-                fail(f"{section}.{name}.name", f"{{{e.args[0]}}} in {template!r} is not an "
-                                               f"axis; allowed: {sorted(words)}")
-            except (ValueError, IndexError, AttributeError, TypeError) as e:
-                fail(f"{section}.{name}.name", f"{template!r} is not a valid template ({e})")
-        if not SAFE_NAME.fullmatch(gen):
-            fail(f"{section}.{name}", f"generated name {gen!r} (axis values {values}) is not "
-                                      "filesystem-safe; allowed: letters, digits and '_'")
-        yield gen, values, out
+        swept = sweep_experiments.implicit(out, bound, families) \
+            if section == "experiments" else []
+        for picks in itertools.product(*[[(key, g) for g in gens] for key, gens in swept]):
+            vals, wds, done, names = dict(values), dict(words), copy.deepcopy(out), list(parts)
+            for key, pick in picks:
+                _add_family(f"{section}.{name}.{key}", key, pick, vals, wds, own)
+                done[key] = pick[0]
+                names.append(pick[0])
+            gen = _generated(section, name, entry, template, vals, wds, names)
+            if gen is not None:
+                yield gen, vals, done
+
+
+def _add_family(at: str, key: str, pick: tuple, values: dict, words: dict, own: set) -> None:
+    """An experiment's ``key`` set to the generated entry ``pick`` = (name, its axis values):
+    those axes join the experiment's (distinct names), and ``key`` is the generated name unless
+    an axis of the experiment already set it (``training: [sgd, ...]``: its value stays)."""
+    gen, axes = pick
+    clash = sorted(set(axes) & (own | set(values) | {key}))
+    if clash:
+        fail(at, f"the axes {clash} of {key} {gen!r} are axes of this entry (or of another "
+                 f"swept entry it runs on) too: {sorted(own | set(values))}; allowed: distinct "
+                 "axis names")
+    values.update(axes)
+    words.update({a: fmt(x) for a, x in axes.items()})
+    if key not in values:
+        values[key], words[key] = gen, gen
+
+
+def _generated(section: str, name: str, entry: dict, template, values: dict, words: dict,
+               parts: list) -> str | None:
+    """The generated name of a combination, or None when ``where`` drops it."""
+    if "where" in entry and not _matches(values, entry["where"], f"{section}.{name}.where"):
+        return None
+    if template is None:
+        gen = "_".join(parts)
+    else:
+        try:
+            gen = template.format(**words)
+        except KeyError as e:
+            fail(f"{section}.{name}.name", f"{{{e.args[0]}}} in {template!r} is not an "
+                                           f"axis; allowed: {sorted(words)}")
+        except (ValueError, IndexError, AttributeError, TypeError) as e:
+            fail(f"{section}.{name}.name", f"{template!r} is not a valid template ({e})")
+    if not SAFE_NAME.fullmatch(gen):
+        fail(f"{section}.{name}", f"generated name {gen!r} (axis values {values}) is not "
+                                  "filesystem-safe; allowed: letters, digits and '_'")
+    return gen
 
 
 def _variants(axes: list, axis: str) -> dict:
@@ -178,36 +210,43 @@ def _variants(axes: list, axis: str) -> dict:
 
 
 def expand(cfg: dict, record: dict | None = None) -> dict:
-    """The config with every swept entry replaced by the entries it generates (see the module
-    docstring); ``cfg`` is not changed. With ``record``, the axis values of every generated
-    entry are stored there, ``record[section][generated name] = {axis: value}``. Shapes and
-    sizes are checked first (:mod:`bnstudy.sweep_checks`): nothing past ``limits.experiments``
-    is built."""
+    """The config with every swept entry replaced by the entries it generates, and every
+    experiment over swept entries by one per combination (see the module docstring); ``cfg`` is
+    not changed. With ``record``, the axis values of every generated entry are stored there,
+    ``record[section][generated name] = {axis: value}``. Shapes and sizes are checked first
+    (:mod:`bnstudy.sweep_checks`): nothing past ``limits.experiments`` is built."""
     sweep_checks.check_shape(cfg)
     cap = sweep_checks.max_entries(cfg)
     out = dict(cfg)
-    families: dict = {}  # swept dataset entry -> [(generated name, its axis values)]
+    families: dict = {}  # section -> swept entry -> [(generated name, its axis values)]
     for section in SECTIONS:
         entries = cfg.get(section)
         if not isinstance(entries, dict):
             continue
-        sweep_checks.check_size(section, entries, {k: len(v) for k, v in families.items()}, cap)
+        sweep_checks.check_size(section, entries, {s: {k: len(v) for k, v in f.items()}
+                                                   for s, f in families.items()}, cap)
         flat: dict = {}
         origin: dict = {}
         for name, entry in entries.items():
-            if not isinstance(entry, dict) or not any(k in entry for k in SWEEP_KEYS):
-                gens = [(name, None, entry)]
-            elif "sweep" not in entry:
+            swept = "sweep" in entry or (section == "experiments" and
+                                         sweep_experiments.names_swept(entry, families))
+            if not swept and any(k in entry for k in SWEEP_KEYS):
                 fail(f"{section}.{name}", "'name' and 'where' are sweep settings; allowed: "
-                                          "them only next to 'sweep'")
+                                          "them only next to 'sweep' (or in an experiment that "
+                                          "names a swept entry)")
+            if not swept:
+                gens = [(name, None, entry)]
             else:
                 gens = list(_combinations(section, name, entry, families))
                 if not gens:
                     fail(f"{section}.{name}.where", f"{entry['where']!r} keeps no combination "
                                                     "of the sweep; allowed: a filter that "
                                                     "matches at least one")
-                if section == "datasets":
-                    families[name] = [(g, v) for g, v, _ in gens]
+                if section != "experiments":
+                    families.setdefault(section, {})[name] = [(g, v) for g, v, _ in gens]
+            if section == "experiments":
+                sweep_experiments.check_references(name, {g: e for g, _, e in gens}, out,
+                                                   families)
             for gen, values, e in gens:
                 if gen in flat:
                     fail(f"{section}.{name}", f"generated name {gen!r} (axis values {values}) "
@@ -216,26 +255,16 @@ def expand(cfg: dict, record: dict | None = None) -> dict:
                 flat[gen], origin[gen] = e, name
                 if record is not None and values:
                     record.setdefault(section, {})[gen] = values
+        _check_ambiguous(section, origin, families)
         out[section] = flat
     return out
 
 
-def experiment_axes(flat: dict, record: dict) -> dict[str, dict]:
-    """The sweep-axis values of each experiment of an expanded config: its own axes and those of
-    the swept dataset it runs on (``record`` from :func:`expand`). These become columns of every
-    table (pooling over draws is a groupby). An axis named like a table's identifying column is
-    renamed: a dataset's ``seed`` axis (the data draw) is ``data_seed``, an experiment's is
-    ``experiment_seed``; an experiment's ``dataset`` axis is the ``dataset`` column itself and is
-    left out. Experiments without axes are left out."""
-    out = {}
-    for name, e in flat.get("experiments", {}).items():
-        own = record.get("datasets", {}).get(e.get("dataset"), {})
-        values = {(f"data_{a}" if a in ID_COLUMNS else a): v for a, v in own.items()}
-        for a, v in record.get("experiments", {}).get(name, {}).items():
-            if (a == "dataset" and v == e.get("dataset")) or (a in own and own[a] == v):
-                continue  # the dataset column itself, or the dataset's axis (above)
-            values[f"experiment_{a}" if a in ID_COLUMNS else a] = v
-        if values:
-            out[name] = values
-    sweep_checks.check_axis_kinds(out)
-    return out
+def _check_ambiguous(section: str, origin: dict, families: dict) -> None:
+    """A generated name that is also another swept entry's name: an experiment naming it would
+    mean either."""
+    for gen, name in origin.items():
+        if gen != name and gen in families.get(section, {}):
+            fail(f"{section}.{name}", f"generated name {gen!r} is also the name of the swept "
+                                      f"entry {section}.{gen}; allowed: names that tell them "
+                                      "apart (a name template)")

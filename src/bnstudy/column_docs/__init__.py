@@ -113,8 +113,9 @@ def markdown() -> str:
            "one marked \\* is undeclared: the type the code writes.", "",
            "### Every table of runs", "",
            "`training` and every measure's table carry the run's identifying columns, and in "
-           "a swept study one column per sweep axis of the run's experiment and dataset "
-           "(`bnstudy.sweeps.experiment_axes`; a dataset's `seed` axis is `data_seed`):", "",
+           "a swept study one column per sweep axis of the run's experiment, dataset, model "
+           "and training (`bnstudy.sweeps`; a dataset's `seed` axis is `data_seed`, a "
+           "training's `lr` axis `training_lr`):", "",
            *_table(RUN_IDS)]
     for table in table_names():
         own = {c: m for c, m in meanings(table).items()
