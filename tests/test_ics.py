@@ -225,7 +225,8 @@ def test_bad_options(bn_run, star, options, match):
 
 def test_registry_and_plots(bn_run, star):
     measure = measures.get("ics")
-    assert measure.run.__module__ == "bnstudy.measures.ics" and measure.tables == ("ics",)
+    assert measure.run.__module__ == "bnstudy.measures.ics"
+    assert measure.tables == ("ics", "ics_activations")
     from bnstudy import plots
     from bnstudy.plots import ics as ics_plots
 

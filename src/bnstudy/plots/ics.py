@@ -247,8 +247,12 @@ register_section(Section(
         "probe batch (the first probe_size training points, train-mode forward), per-unit "
         "(per-channel for conv) means and biased variances averaged over units, and the mean "
         "absolute change of those per-unit moments over one update and between consecutive "
-        "checkpoints."),
-    table="ics", families=("ics_gradient", "ics_depth", "ics_distribution"),
+        "checkpoints. The activation-distribution figure (ics_activations, cf. Santurkar Fig. "
+        "2) shows the quantiles of one sampled unit's normalizer output on that probe batch "
+        "over training, per normalizer, so BN, noisy BN and no normalizer are compared by the "
+        "distributions themselves."),
+    table="ics",
+    families=("ics_gradient", "ics_depth", "ics_distribution", "ics_activations"),
     findings=findings,
     rank=20,
 ))

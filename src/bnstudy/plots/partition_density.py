@@ -193,7 +193,9 @@ def has_partition(config: dict, experiment: str) -> bool:
     """Whether ``experiment``'s network has a partition to draw: a linear network (the DLN)
     has none, its rows say not applicable, and it gets no figure (the section's findings say
     so in one line)."""
-    return not archs.linear(config["models"][config["experiments"][experiment]["model"]])
+    model = config.get("models", {}).get(
+        config.get("experiments", {}).get(experiment, {}).get("model"))
+    return model is None or not archs.linear(model)
 
 
 register(Family(

@@ -3,7 +3,9 @@
 The measure's contract (torch-free, read by the workflow planner): ``NAME`` (its config section),
 ``TABLES`` (the first is the main table), ``DATASET_KINDS`` (``None``: every kind), ``Options``,
 ``run`` and ``COLUMNS`` / ``ROWS`` (what its tables' columns and rows mean: :mod:`.columns`).
-The definitions and every open choice are documented in :mod:`.compute`.
+The definitions and every open choice are documented in :mod:`.compute` (the ``ics`` table) and
+:mod:`.activations` (``ics_activations``: quantiles of sampled units' normalizer outputs over
+training, Santurkar's Figs. 2 and 6).
 """
 
 from __future__ import annotations
@@ -12,15 +14,17 @@ from bnstudy.measures.ics.columns import COLUMNS, ROWS
 from bnstudy.measures.ics.options import Options
 
 NAME = "ics"
-TABLES = ('ics',)
+TABLES = ("ics", "ics_activations")
 DATASET_KINDS = None
 
 __all__ = ["COLUMNS", "ROWS", "DATASET_KINDS", "NAME", "TABLES", "Options", "run"]
 
 
 def run(run: dict, data, options: Options, device) -> dict[str, list[dict]]:
-    """Rows of ics for every checkpoint the options select, of one run file
+    """Rows of ics and ics_activations for every checkpoint of one run file
     (:mod:`bnstudy.train.checkpoints`) on its dataset."""
-    from bnstudy.measures.ics import compute
+    from bnstudy.measures.ics import activations, compute
 
-    return {"ics": compute.run_ics(run, data, Options.parse(options), device)}
+    opts = Options.parse(options)
+    return {"ics": compute.run_ics(run, data, opts, device),
+            "ics_activations": activations.run_activations(run, data, opts, device)}

@@ -3,7 +3,11 @@ column dictionary (:mod:`bnstudy.column_docs`, ``results/README.md``), checked a
 it writes by ``tests/test_column_docs.py``. ``ROWS``: what one row of each table is.
 """
 
-ROWS = {"ics": "one row per run, checkpoint and measured layer (`bnstudy.measures.ics.compute`)"}
+ROWS = {
+    "ics": "one row per run, checkpoint and measured layer (`bnstudy.measures.ics.compute`)",
+    "ics_activations": "one row per run, checkpoint, hidden layer, sampled unit and quantile "
+    "(`bnstudy.measures.ics.activations`)",
+}
 
 COLUMNS = {
     "ics": {
@@ -38,5 +42,20 @@ COLUMNS = {
         "when the next checkpoint is not step t+1)",
         "probe_size": "points in the probe batch: the first training points (count)",
         "bn_statistics": "`batch`: every pass normalizes with the mini-batch's statistics",
-    }
+    },
+    "ics_activations": {
+        "step": "the checkpoint's step (0: the initialization)",
+        "layer_index": "the hidden layer's position (1: the first block)",
+        "layer_name": "the layer's module: `block<i>`",
+        "units": "the layer's units (features; channels of a conv map) (count)",
+        "unit": "the sampled unit's index in its layer (0-based; drawn once per run from a "
+        "fixed seed, the same at every checkpoint)",
+        "quantile": "the quantile level: 0.05, 0.25, 0.5, 0.75 or 0.95 (fraction)",
+        "value": "that quantile of the unit's normalizer output (the batch-normalized "
+        "activation before the nonlinearity, noisy BN's noise included; the linear/conv "
+        "output without a normalizer) over the probe batch, train mode (activation units)",
+        "samples_per_stat": "the values the quantile is over: the probe batch's points, "
+        "times height x width for conv maps (count)",
+        "probe_size": "points in the probe batch: the first training points (count)",
+    },
 }

@@ -12,12 +12,18 @@ from bnstudy import options
 @dataclass(frozen=True)
 class Options(options.Options):
     """``probe_size``: training points in the fixed probe batch of distributional ICS;
-    ``layers``: ``"all"`` or 1-based layer indices (negative from the head) to measure."""
+    ``layers``: ``"all"`` or 1-based layer indices (negative from the head) to measure;
+    ``activation_units``: units per hidden layer whose normalizer-output quantiles the
+    ``ics_activations`` table follows over training (0: no such table rows)."""
 
     SECTION: ClassVar[str] = "ics"
 
     probe_size: int = options.at_least(256, 1)
     layers: object = "all"
+    activation_units: int = options.at_least(
+        3, 0, doc="units sampled (fixed seed, once per run) in every hidden layer whose "
+                  "normalizer-output quantiles on the probe batch are tabled per checkpoint "
+                  "(ics_activations, Santurkar Figs. 2 and 6); 0 turns that table off")
 
     def validate(self) -> None:
         layers = self.layers
