@@ -55,6 +55,10 @@ def cmd_check(a) -> None:
             bad.append(name)
             continue
         print(f"{name}: config OK ({len(cfg['experiments'])} experiments, {_runs(cfg)})")
+        if a.cluster:  # what each rule's jobs ask a scheduler for (bnstudy.plan_resources)
+            from bnstudy.plan import Plan
+
+            print(Plan(cfg).resource_table())
     if bad:
         raise ValueError(f"{len(bad)} of {len(groups)} configs failed: {', '.join(bad)}")
 

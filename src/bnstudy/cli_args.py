@@ -51,7 +51,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--all", action="store_true",
                    help="also check every shipped study (config/studies/*.yaml)")
     s.add_argument("--cluster", action="store_true",
-                   help="jobs run elsewhere: do not require a CUDA device on this machine")
+                   help="jobs run elsewhere: do not require a CUDA device on this machine, "
+                   "and print each rule's requests (GPU, memory, time) estimated from the study")
 
     s = sub.add_parser("verify", help="check every checksummed file of a study (tables, run "
                        "files, datasets) and name the bad ones and what to rerun; exit 1 if any")

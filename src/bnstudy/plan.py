@@ -44,6 +44,7 @@ from bnstudy import analyses, measures, plots, tables
 from bnstudy.codeversion import code_version
 from bnstudy.networks import norms
 from bnstudy.plan_figures import Figures
+from bnstudy.plan_resources import Resources
 from bnstudy.replication.schedule import Rounds
 
 # The package modules each fixed stage's command imports (entries of its code hash).
@@ -68,7 +69,7 @@ def _json(value) -> str:
 
 
 @dataclass
-class Plan(Rounds, Figures):
+class Plan(Rounds, Figures, Resources):
     """The jobs of one study: ``config`` is the flat config :func:`bnstudy.study.check`
     returned, ``results`` its results directory (normalised: one spelling per path)."""
 

@@ -205,7 +205,7 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
     ``local``: jobs run on this machine, so a CUDA device must exist here (a cluster run checks
     it at the start of each train job instead).
     """
-    from bnstudy import analyses, model_checks, setup_checks
+    from bnstudy import analyses, model_checks, plan_resources, setup_checks
     from bnstudy.networks import models
     from bnstudy.train import loop as training
 
@@ -228,6 +228,7 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
         except ValueError as e:
             fail(f"analyses.{name}", str(e))
     mopts = _measure_options(cfg)
+    plan_resources.check(cfg)  # the resources: section names rules and valid requests
     _replication(cfg)
     _experiments(cfg, sizes, model_cfgs, train_cfgs, mopts)
     return cfg

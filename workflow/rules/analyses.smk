@@ -5,6 +5,10 @@ rule analysis:
         log_file("analysis", "{analysis}.log"),
     conda:
         "../../environment.yml"
+    resources:
+        gpu=get_gpu,
+        mem_mb=get_mem_mb,
+        runtime=get_runtime,
     params:
         options=get_analysis_options,
         code=get_analysis_code,

@@ -10,6 +10,10 @@ rule claims:
         "figures"
     conda:
         "../../environment.yml"
+    resources:
+        gpu=get_gpu,
+        mem_mb=get_mem_mb,
+        runtime=get_runtime,
     params:
         ci=config["report"]["ci"],
         code=PLAN.code("claims"),

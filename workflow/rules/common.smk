@@ -55,6 +55,20 @@ def get_results(wildcards):
     return R
 
 
+# A job's cluster request, estimated from the study (bnstudy.plan_resources; the config's
+# resources: section overrides it per rule). Snakemake passes the rule's name as `rulename`.
+def get_gpu(wildcards, rulename):
+    return PLAN.job_resources(rulename, wildcards)["gpu"]
+
+
+def get_mem_mb(wildcards, rulename):
+    return PLAN.job_resources(rulename, wildcards)["mem_mb"]
+
+
+def get_runtime(wildcards, rulename):
+    return PLAN.job_resources(rulename, wildcards)["runtime"]
+
+
 def get_dataset_kind(wildcards):
     return config["datasets"][wildcards.dataset]["kind"]
 

@@ -5,6 +5,10 @@ rule prepare_data:
         log_file("prepare_data", "{dataset}.log"),
     conda:
         "../../environment.yml"
+    resources:
+        gpu=get_gpu,
+        mem_mb=get_mem_mb,
+        runtime=get_runtime,
     params:
         kind=get_dataset_kind,
         options=get_dataset_options,

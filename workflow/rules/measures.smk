@@ -25,6 +25,10 @@ for _measure in PLAN.measures:
         conda:
             "../../environment.yml"
         threads: config["threads"]
+        resources:
+            gpu=get_gpu,
+            mem_mb=get_mem_mb,
+            runtime=get_runtime,
         params:
             measure=_measure,
             results=get_results,

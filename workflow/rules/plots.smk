@@ -19,6 +19,10 @@ for _family in PLAN.figures:
             "figures"
         conda:
             "../../environment.yml"
+        resources:
+            gpu=get_gpu,
+            mem_mb=get_mem_mb,
+            runtime=get_runtime,
         params:
             family=_family,
             options=json.dumps(config["plots"], sort_keys=True),

@@ -16,6 +16,10 @@ checkpoint replication_round:
         log_file("replication_round", "round{round}.log"),
     conda:
         "../../environment.yml"
+    resources:
+        gpu=get_gpu,
+        mem_mb=get_mem_mb,
+        runtime=get_runtime,
     params:
         results=get_results,
         ci=config["report"]["ci"],
@@ -35,6 +39,10 @@ rule replication_table:
         log_file("replication_table.log"),
     conda:
         "../../environment.yml"
+    resources:
+        gpu=get_gpu,
+        mem_mb=get_mem_mb,
+        runtime=get_runtime,
     params:
         code=PLAN.code("rounds"),
     shell:

@@ -12,6 +12,10 @@ rule report:
         "figures"
     conda:
         "../../environment.yml"
+    resources:
+        gpu=get_gpu,
+        mem_mb=get_mem_mb,
+        runtime=get_runtime,
     params:
         code=PLAN.report_code(),
     shell:

@@ -30,6 +30,10 @@ rule aggregate:
         "tables"
     conda:
         "../../environment.yml"
+    resources:
+        gpu=get_gpu,
+        mem_mb=get_mem_mb,
+        runtime=get_runtime,
     params:
         results=get_results,
         name=get_table_file,

@@ -10,7 +10,9 @@ rule train:
         "../../environment.yml"
     threads: config["threads"]
     resources:
-        gpu=config["gpus_per_train_job"],
+        gpu=get_gpu,
+        mem_mb=get_mem_mb,
+        runtime=get_runtime,
     params:
         spec=get_run_spec,
         device=config["device"],

@@ -1,0 +1,161 @@
+"""The cluster request of every job of a study's plan (the rules' ``resources``).
+
+A mixin of :class:`bnstudy.plan.Plan` (it needs the plan's ``config``, ``experiments``,
+:attr:`runs`, :attr:`measures`, :meth:`measure_experiments`, :attr:`tables`, :attr:`analyses`,
+:attr:`figures`, :attr:`policies` and :attr:`max_rounds`). :meth:`job_resources` gives a job's
+``{"gpu", "mem_mb", "runtime"}`` from its rule and wildcards, which is all Snakemake hands a
+resource function (``workflow/rules/common.smk``: ``get_gpu``, ``get_mem_mb``,
+``get_runtime``); the estimate is :func:`bnstudy.resources.request` over the job's work, and the
+config's ``resources:`` entry for the rule replaces any of its values. A measure job's work is
+its block's runs (every normalizer of the experiment: a replication round may measure fewer), so
+it never depends on a round's record, and :meth:`resource_jobs` lists every job a study can
+have, all its replication rounds taken (``python -m bnstudy check --cluster``).
+
+``gpus_per_train_job`` (config) is an input of the estimate: the GPUs a train job asks for when
+it needs one (0, the default, means 1); whether it needs one is the estimate's call, and
+``resources: {train: {gpu: N}}`` forces it.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cached_property
+
+from bnstudy import data, measures, model_size, resources, tables
+
+FIXED_RULES = ("prepare_data", "train", "aggregate", "analysis", "claims", "report",
+               "replication_round", "replication_table")
+
+
+def rules() -> list[str]:
+    """Every rule a study's ``resources:`` may name: the fixed ones, every registered measure
+    and every figure family's ``plot_<family>``."""
+    from bnstudy import plots
+
+    plots.load_all()
+    return [*FIXED_RULES, *measures.REGISTRY, *(f"plot_{f}" for f in plots.FAMILIES)]
+
+
+def check(cfg: dict) -> None:
+    """The config's ``resources:`` section (:func:`bnstudy.resources.check`)."""
+    if cfg.get("resources"):
+        resources.check(cfg, rules())
+
+
+def n_test(kind: str, options: dict | None) -> int:
+    """The test-set size ``bnstudy.data.make(kind, options)`` gives, from the options alone."""
+    o = data.check_options(kind, options)
+    if kind == "digits":
+        return math.ceil(o["test_fraction"] * data.DIGITS_SIZE)
+    if kind in data.REAL_SIZES:
+        full = data.REAL_SIZES[kind][1]
+        return full if o.get("n_test") is None else min(o["n_test"], full)
+    return int(o["n_test"])
+
+
+class Resources:
+    @cached_property
+    def _sizes(self) -> dict:
+        return {}  # (model, input shape, out_dim) -> its bnstudy.model_size.Size
+
+    @cached_property
+    def _requests(self) -> dict:
+        return {}  # (rule, wildcards) -> its request
+
+    def _dataset(self, name: str) -> tuple[tuple, int, int, int]:
+        """``(input shape, out_dim, n_train, n_test)`` of a dataset entry."""
+        ds = self.config["datasets"][name]
+        shape, out_dim = data.shape(ds["kind"], ds.get("options"))
+        return (shape, out_dim, data.n_train(ds["kind"], ds.get("options")),
+                n_test(ds["kind"], ds.get("options")))
+
+    def _experiment(self, experiment: str):
+        """``(model size, n_train, n_test, training)`` of an experiment (sizes counted once per
+        model and input shape)."""
+        x = self.experiments[experiment]
+        shape, out_dim, n_train, n_te = self._dataset(x["dataset"])
+        key = (x["model"], tuple(shape), out_dim)
+        if key not in self._sizes:
+            self._sizes[key] = model_size.size(self.config["models"][x["model"]], shape, out_dim)
+        return self._sizes[key], n_train, n_te, self.config["trainings"][x["training"]]
+
+    def job_work(self, rule: str, wildcards: dict) -> resources.Work:
+        """The work of one job of ``rule`` (:class:`bnstudy.resources.Work`)."""
+        if rule == "train":
+            size, n_train, n_te, training = self._experiment(wildcards["experiment"])
+            entry = self.config["models"][self.experiments[wildcards["experiment"]]["model"]]
+            return resources.train_work(size, n_train, n_te, training,
+                                        model_size.refresh(entry, wildcards["norm"]))
+        if rule in measures.REGISTRY:
+            e = wildcards["experiment"]
+            size, n_train, n_te, training = self._experiment(e)
+            opts = measures.REGISTRY[rule].options.parse(self.config.get(rule, {}))
+            runs = len(self.experiments[e]["norms"]) * len(tables.label_seeds(wildcards["block"]))
+            return resources.measure_work(rule, opts, size, n_train, n_te, training).times(runs)
+        if rule == "prepare_data":
+            shape, _, n_train, n_te = self._dataset(wildcards["dataset"])
+            return resources.data_work(math.prod(shape), n_train, n_te)
+        if rule == "aggregate":
+            return resources.summary_work(self._max_runs)
+        if rule in ("replication_round", "claims", "report"):  # every table's parts
+            return resources.summary_work(self._max_runs * len(self.tables), 0.05)
+        return resources.summary_work(len(self.experiments))
+
+    @cached_property
+    def _max_runs(self) -> int:
+        return sum(len(x["norms"]) * len(self._planned_seeds(e))
+                   for e, x in self.experiments.items())
+
+    def job_resources(self, rule: str, wildcards) -> dict:
+        """``{"gpu", "mem_mb", "runtime"}`` of one job of ``rule`` (``wildcards``: its
+        wildcards as a mapping)."""
+        wildcards = dict(wildcards.items())  # a Snakemake Wildcards object or a dict
+        key = (rule, tuple(sorted(wildcards.items())))
+        cache = self._requests
+        if key not in cache:
+            job = rule in ("train", *measures.REGISTRY)
+            override = (self.config.get("resources") or {}).get(rule)
+            cache[key] = resources.request(
+                self.job_work(rule, wildcards), self.config["device"],
+                self.config["threads"] if job else 1,
+                self.config.get("gpus_per_train_job", 0) if rule == "train" else 1, override)
+        return cache[key]
+
+    def _planned_seeds(self, experiment: str) -> list[int]:
+        x, policy = self.experiments[experiment], self.policies.get(experiment)
+        return list(x["seeds"]) if policy is None else policy.seeds(x["seeds"],
+                                                                    len(policy.rounds) - 1)
+
+    def _planned_blocks(self, experiment: str) -> list[list[int]]:
+        seeds, policy = self._planned_seeds(experiment), self.policies.get(experiment)
+        if policy is None:
+            return [seeds]
+        return [seeds[a:b] for a, b in zip((0, *policy.rounds[:-1]), policy.rounds,
+                                           strict=True)]
+
+    def resource_jobs(self) -> dict[str, list[dict]]:
+        """``{rule: [wildcards of each job]}``: every job a cluster runs, every replication
+        round taken (the local ``job_arguments`` jobs are left out)."""
+        used = dict.fromkeys(x["dataset"] for x in self.experiments.values())
+        out = {"prepare_data": [{"dataset": d} for d in used],
+               "train": [{"experiment": e, "norm": n, "seed": str(s)}
+                         for e, x in self.experiments.items() for n in x["norms"]
+                         for s in self._planned_seeds(e)]}
+        for m in self.measures:
+            out[m] = [{"experiment": e, "block": tables.seeds_label(b)}
+                      for e in self.measure_experiments(m) for b in self._planned_blocks(e)]
+        out["analysis"] = [{"analysis": a} for a in self.analyses]
+        out["aggregate"] = [{"table": t} for t in self.tables]
+        out["replication_round"] = [{"round": str(k)} for k in range(self.max_rounds)]
+        out["replication_table"] = [{}] if self.policies else []
+        for f in self.figures:
+            out[f"plot_{f}"] = [{}]
+        out["claims"], out["report"] = [{}], [{}]
+        return {rule: jobs for rule, jobs in out.items() if jobs}
+
+    def resource_table(self) -> str:
+        """What ``check --cluster`` prints (:func:`bnstudy.resources.table`)."""
+        rows = {rule: [self.job_resources(rule, w) for w in jobs]
+                for rule, jobs in self.resource_jobs().items()}
+        threads = {r: self.config["threads"] for r in ("train", *self.measures)}
+        return resources.table(rows, threads, set(self.config.get("resources") or {}))
