@@ -6,7 +6,6 @@ import numpy as np
 import pandas as pd
 
 from bnstudy import lazy
-from bnstudy.networks import archs
 from bnstudy.plots import (
     Family,
     Section,
@@ -24,6 +23,7 @@ from bnstudy.plots import (
     title,
 )
 from bnstudy.plots.bands import band
+from bnstudy.plots.partition_scope import has_partition, maps_measured
 
 # imported on first use (bnstudy.lazy): importing this module stays cheap
 plt = lazy.module("matplotlib.pyplot")
@@ -189,15 +189,6 @@ def draw_maps(frames, options):
     return finish(fig)
 
 
-def has_partition(config: dict, experiment: str) -> bool:
-    """Whether ``experiment``'s network has a partition to draw: a linear network (the DLN)
-    has none, its rows say not applicable, and it gets no figure (the section's findings say
-    so in one line)."""
-    model = config.get("models", {}).get(
-        config.get("experiments", {}).get(experiment, {}).get("model"))
-    return model is None or not archs.linear(model)
-
-
 register(Family(
     "partition_density_steps", draw_steps, tables=("partition_density",),
     module="partition_density", in_experiment=has_partition, caption=(
@@ -227,14 +218,6 @@ register(Family(
         "configured radius of the point, at initialization (solid) and at the last "
         "checkpoint (dashed); bands are 95% Student-t CIs over seeds."),
 ))
-def maps_measured(config: dict, experiment: str) -> bool:
-    """Whether the study's ``partition_density`` options give ``experiment`` map rows: only
-    ``maps: false`` turns them off (default true, as ``partition_density.Options.maps``; the
-    2-D data needed are the family's ``datasets``)."""
-    return (bool((config.get("partition_density") or {}).get("maps", True))
-            and has_partition(config, experiment))
-
-
 register(Family(
     "partition_density_maps", draw_maps, tables=("partition_density_maps",),
     module="partition_density", datasets=("star2d",), in_experiment=maps_measured, caption=(
@@ -303,9 +286,11 @@ register_section(Section(
         "(default train_set: mean and biased variance over the whole training set at the "
         "checkpoint's weights, as in BN-Explained), so a point's count does not depend on the "
         "other points. Measured at every checkpoint (step 0 = initialization). Linear networks "
-        "(the DLN) have no partition and are reported as not applicable."),
+        "(the DLN) have no partition and are reported as not applicable. For 2-D data the "
+        "boundaries themselves are drawn as lines too, each layer's and all layers' (exact "
+        "sign changes of the pre-activations on a fine grid, BN frozen the same way)."),
     table="partition_density",
     families=("partition_density_steps", "partition_density_sets", "partition_density_layers",
-              "partition_density_maps"),
+              "partition_density_maps", "partition_boundaries"),
     findings=findings, rank=10,
 ))

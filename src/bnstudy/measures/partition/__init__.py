@@ -12,15 +12,15 @@ from bnstudy.measures.partition.columns import COLUMNS, ROWS
 from bnstudy.measures.partition.options import Options
 
 NAME = "partition_density"
-TABLES = ('partition_density', 'partition_density_maps')
+TABLES = ('partition_density', 'partition_density_maps', 'partition_boundaries')
 DATASET_KINDS = None
 
 __all__ = ["COLUMNS", "ROWS", "DATASET_KINDS", "NAME", "TABLES", "Options", "run"]
 
 
 def run(run: dict, data, options: Options, device) -> dict[str, list[dict]]:
-    """Rows of partition_density, partition_density_maps for every checkpoint the options select,
-    of one run file
+    """Rows of partition_density, partition_density_maps, partition_boundaries for every
+    checkpoint the options select, of one run file
     (:mod:`bnstudy.train.checkpoints`) on its dataset."""
     from bnstudy.measures.partition import compute
 

@@ -9,6 +9,9 @@ ROWS = {
     "partition_density_maps": "2-D inputs only: one row per run, checkpoint, layer group and grid "
     "point, and one per training point "
     "(`bnstudy.measures.partition.maps`)",
+    "partition_boundaries": "2-D inputs only: one row per run, checkpoint, layer (and `all`) "
+    "and grid cell a boundary crosses, and one per training point "
+    "(`bnstudy.measures.partition.boundaries`)",
 }
 
 COLUMNS = {
@@ -57,5 +60,22 @@ COLUMNS = {
         "method": "`distance` or `polytope`; `n/a` for data rows",
         "bn_statistics": "as in partition_density; `n/a` for data rows",
         "label": "data rows: the training point's class (empty for grid rows)",
+    },
+    "partition_boundaries": {
+        "step": "the checkpoint's step (W^t: the weights before update t; "
+        "0: the initialization); data rows: the first checkpoint's",
+        "diverged": "whether the run diverged (its checkpoints stop at the failing step)",
+        "layer": 'the kinked layer\'s label, its 1-based block position ("3"), `all` (the '
+        "union over the layers: the whole network's partition), or `data`",
+        "layer_index": "the layer's integer position (1: the first block); 0 for `all`, "
+        "-1 for data rows",
+        "x0": "first input coordinate of the boundary cell's centre (data rows: of the "
+        "training point)",
+        "x1": "second input coordinate of the boundary cell's centre (data rows: of the "
+        "training point)",
+        "resolution": "`boundary_resolution`: cells per axis of the grid over the maps' extent "
+        "(count, stored as a float)",
+        "bn_statistics": "as in partition_density; `n/a` for data rows",
+        "label": "data rows: the training point's class (empty for cell rows)",
     },
 }

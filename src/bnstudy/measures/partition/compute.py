@@ -72,7 +72,9 @@ Two methods (``method``, recorded per row):
   (:mod:`bnstudy.data.images`); radii are in those input units.
 - At every checkpoint of the run (step 0 is the initialization). For 2-D inputs also a map over a
   ``map_resolution`` x ``map_resolution`` grid covering the train and test data (see
-  :mod:`bnstudy.measures.partition.maps`).
+  :mod:`bnstudy.measures.partition.maps`), and the exact boundaries, per layer and all layers,
+  on a ``boundary_resolution`` x ``boundary_resolution`` grid of cells over the same extent
+  (:mod:`bnstudy.measures.partition.boundaries`).
 
 The measure never changes the model it is given: it works on a deep copy.
 """
@@ -87,6 +89,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bnstudy.measures.partition import boundaries as partition_boundaries
 from bnstudy.measures.partition import budget
 from bnstudy.measures.partition import distance as partition_distance
 from bnstudy.measures.partition import maps as partition_maps
@@ -178,9 +181,11 @@ def count_blocks(net: nn.Module, opts: Options, sets: dict, grid, directions: to
 
 
 def measure(model: nn.Module, ds, options: dict | Options | None = None,
-            batch: torch.Tensor | None = None) -> dict[str, list[dict]]:
+            batch: torch.Tensor | None = None, boundaries: bool = True
+            ) -> dict[str, list[dict]]:
     """Partition density of ``model`` (one checkpoint) on ``ds``; ``batch``: the step's batch
-    indices (needed for ``bn_statistics='batch'``). Rows of both tables, without the step."""
+    indices (needed for ``bn_statistics='batch'``); ``boundaries``: whether to trace the exact
+    boundaries too (2-D maps). Rows of every table, without the step."""
     opts = options if isinstance(options, Options) else Options.parse(options)
     t0 = time.perf_counter()
     dev = next(model.parameters()).device
@@ -196,7 +201,7 @@ def measure(model: nn.Module, ds, options: dict | Options | None = None,
              "effective_radius": nan, "boundaries": nan, "boundaries_std": nan, "fraction": nan,
              "neurons": 0, "n_points": len(sets[s]), "n_directions": 0, **method,
              "applicable": False} for s in opts.point_sets for r in opts.radii],
-            "partition_density_maps": []}
+            "partition_density_maps": [], "partition_boundaries": []}
     xtr = torch.as_tensor(ds.x_train, device=dev).reshape(len(ds.x_train), -1)
     rows_per_pass = budget.chunk_rows(model, xtr.shape[1], opts.memory_budget_mb,
                                       opts.chunk_rows)
@@ -230,30 +235,43 @@ def measure(model: nn.Module, ds, options: dict | Options | None = None,
     maps = [] if grid is None else partition_maps.map_rows(
         grid, map_counts.numpy(), layers, opts.map_radius, stats, opts.method,
         opts.map_radius * shrink)
+    lines = [] if grid is None or not opts.boundary_resolution or not boundaries else \
+        partition_boundaries.boundary_rows(net, kinked_blocks(net), ds, opts, stats, rows_per_pass)
     log.info("partition_density (%s): %d forward pass(es) over %d rows (<= %d per pass), "
              "%d layers, %.2fs", opts.method, forwards, nrows, rows_per_pass, len(layers),
              time.perf_counter() - t0)
-    return {"partition_density": rows, "partition_density_maps": maps}
+    return {"partition_density": rows, "partition_density_maps": maps,
+            "partition_boundaries": lines}
 
 
 def run(run: dict, ds, options: dict, device: torch.device) -> dict[str, list[dict]]:
-    """Partition density at every checkpoint of ``run``; map rows (and the 2-D training points
-    they are drawn over) for 2-D inputs."""
+    """Partition density at every checkpoint of ``run``; map and boundary rows (and the 2-D
+    training points they are drawn over) for 2-D inputs."""
     opts = Options.parse(options)
-    density, maps = [], []
+    density, maps, lines = [], [], []
     t0 = time.perf_counter()
+    ends = {run["checkpoints"][0]["step"], run["checkpoints"][-1]["step"]} \
+        if run["checkpoints"] else set()
     for ck in run["checkpoints"]:
         # The model and batch of the checkpoint, as checkpoints.restore gives them, without the
         # optimizer (building torch.optim.SGD imports torch._dynamo: seconds per job).
         model = build(run["spec"], ds, device)
         model.load_state_dict(ck["model"])
-        out = measure(model.train(), ds, opts, batch=ck["batch"].to(device))
+        # the exact boundaries at the first and last checkpoint only: what the figure draws
+        out = measure(model.train(), ds, opts, batch=ck["batch"].to(device),
+                      boundaries=ck["step"] in ends)
         extra = {"step": int(ck["step"]), "diverged": bool(run["diverged"])}
         density += [{**extra, **row} for row in out["partition_density"]]
         maps += [{**extra, **row} for row in out["partition_density_maps"]]
+        lines += [{**extra, **row} for row in out["partition_boundaries"]]
+    first = run["checkpoints"][0]["step"] if run["checkpoints"] else 0
     if maps:
         maps += [{**row, "diverged": bool(run["diverged"])}
-                 for row in partition_maps.data_rows(ds, run["checkpoints"][0]["step"])]
+                 for row in partition_maps.data_rows(ds, first)]
+    if maps and partition_boundaries.applies(ds, opts):  # maps: a network with a partition
+        lines += [{**row, "diverged": bool(run["diverged"])} for row in
+                  partition_boundaries.data_rows(ds, first, opts.boundary_resolution)]
     log.info("partition_density: %d checkpoints in %.2fs with options %s",
              len(run["checkpoints"]), time.perf_counter() - t0, asdict(opts))
-    return {"partition_density": density, "partition_density_maps": maps}
+    return {"partition_density": density, "partition_density_maps": maps,
+            "partition_boundaries": lines}

@@ -35,6 +35,9 @@ class Options(options.Options):
     map_resolution: int = 60
     map_radius: float = 0.03
     map_margin: float = 0.1
+    boundary_resolution: int = options.at_least(
+        200, 0, doc="2-D maps: cells per axis of the exact boundary grid (partition_boundaries "
+        "table); 0: no boundary table")
 
     def validate(self) -> None:
         def bad(key, why):
