@@ -27,6 +27,7 @@ from bnstudy.plots import (
     seed_ci,
     title,
 )
+from bnstudy.plots import bn_jitter_lines as lines
 
 # imported on first use (bnstudy.lazy): importing this module stays cheap
 plt = lazy.module("matplotlib.pyplot")
@@ -44,10 +45,6 @@ def _layers(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["applicable"].astype(bool) & (df["layer"] != "boundary")]
 
 
-def _pivot(sub: pd.DataFrame) -> pd.DataFrame:
-    return sub.pivot_table(index="x1", columns="x0", values="value")
-
-
 def draw_boundaries(frames, options):
     df, summary = frames[0], frames[1]
     grid = df[df["kind"] != "data"]
@@ -58,33 +55,24 @@ def draw_boundaries(frames, options):
     grid, data = grid[grid["seed"] == seed], df[(df["kind"] == "data") & (df["seed"] == seed)]
     steps = sorted(grid["step"].unique())
     steps = [steps[0], steps[-1]] if len(steps) > 1 else steps
-    panels = [(n, b) for n in norm_order(grid) for b in sorted(grid["batch_size"].unique())
-              if not grid[(grid["norm"] == n) & (grid["batch_size"] == b)].empty]
-    fig, axes = figure(len(panels), len(steps), height=3.3, layout="constrained")
+    sizes = sorted(grid["batch_size"].unique())
+    rows = [(n, s) for n in norm_order(grid) for s in steps
+            if not grid[(grid["norm"] == n) & (grid["step"] == s)].empty]
+    # batch sizes in columns (the paper's comparison), near-square panels
+    fig, axes = figure(len(rows), len(sizes), height=min(4.6, 11.0 / len(sizes)),
+                       layout="constrained")
     n_cls = int(data["label"].max()) + 1 if len(data) else 2
     image = None
-    for i, (norm, b) in enumerate(panels):
-        for j, step in enumerate(steps):
+    for i, (norm, step) in enumerate(rows):
+        for j, b in enumerate(sizes):
             ax = axes[i, j]
             sub = grid[(grid["norm"] == norm) & (grid["batch_size"] == b) & (grid["step"] == step)]
-            dis = _pivot(sub[sub["kind"] == "disagreement"])
-            ext = (dis.columns.min(), dis.columns.max(), dis.index.min(), dis.index.max())
-            # one fixed scale (0 to 0.5) for every panel, so that the panels compare
-            image = ax.imshow(dis.values, origin="lower", extent=ext, cmap="Greys", vmin=0,
-                              vmax=0.5, aspect="auto", interpolation="nearest")
-            k = int(max(n_cls - 1, sub["value"].max())) + 1
-            levels = np.arange(k - 1) + 0.5
-            for _, real in sub[sub["kind"] == "realization"].groupby("realization"):
-                img = _pivot(real)
-                ax.contour(img.columns, img.index, img.values, levels=levels, colors="tab:blue",
-                           linewidths=0.7, alpha=0.7)
-            pop = _pivot(sub[sub["kind"] == "population"])
-            if pop.size and np.nanmin(pop.values) != np.nanmax(pop.values):
-                ax.contour(pop.columns, pop.index, pop.values, levels=levels, colors="black",
-                           linewidths=1.0, linestyles="--")
+            shown = lines.disagreement(ax, sub)
+            image = shown if shown is not None else image
+            lines.boundaries(ax, sub)
             ax.scatter(data["x0"], data["x1"], c=data["label"], cmap=class_cmap(n_cls), vmin=0,
-                       vmax=max(n_cls - 1, 1), s=5, linewidths=0.3, edgecolors="white",
-                       alpha=0.9)
+                       vmax=max(n_cls - 1, 1), s=8, linewidths=0.3, edgecolors="white",
+                       alpha=0.95, zorder=4)
             row = summary[(summary["norm"] == norm) & (summary["seed"] == seed)
                           & (summary["batch_size"] == b) & (summary["step"] == step)
                           & (summary["layer"] == "boundary")]
@@ -96,12 +84,15 @@ def draw_boundaries(frames, options):
             ax.set_title(f"{norm}, |B| = {b}, step {step}{stats}", fontsize=8)
             ax.set_xticks([])
             ax.set_yticks([])
-    handles = [mlines.Line2D([], [], color="tab:blue", lw=0.8, label="one mini-batch's boundary"),
-               mlines.Line2D([], [], color="black", ls="--", label="training-set statistics")]
+    handles = [mlines.Line2D([], [], color=lines.REALIZATION, lw=0.8, alpha=0.6,
+                             label="one mini-batch's statistics"),
+               mlines.Line2D([], [], color=lines.POPULATION, lw=1.8,
+                             label="training-set statistics")]
     if image is not None:
         fig.colorbar(image, ax=axes, shrink=0.6,
                      label="fraction of realizations\ndisagreeing with the majority class")
-    fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, frameon=False,
+               title="decision boundary with BN at")
     fig.suptitle(title(df, f"decision-boundary jitter across mini-batches (Fig. 6), seed {seed}"))
     return finish(fig)
 
@@ -154,14 +145,16 @@ register(Family(
     "bn_jitter_boundaries", draw_boundaries, tables=("bn_jitter_boundary", "bn_jitter"),
     module="bn_jitter", datasets=("star2d",), caption=(
         "BN-Explained Fig. 6: the decision boundary of the network with its BN layers frozen at "
-        "the statistics of one mini-batch (blue, one line per mini-batch; the first "
-        "map_realizations of the measured realizations), and at the whole training set's "
-        "statistics (black dashed), at the first and last measured checkpoint (columns) for "
-        "each measured batch size (rows), first seed; grey: the fraction of all realizations "
-        "disagreeing with the majority class (white = none, black = half). The band is the "
-        "share of the grid where any realization disagrees; the margin is the mean distance of "
-        "the training points to the nearest boundary, averaged over realizations. The paper's "
-        "claim: smaller batches jitter the boundary more."),
+        "the statistics of one mini-batch (thin magenta lines, one per mini-batch: the first "
+        "map_realizations of the measured realizations; their spread is the jitter), and at "
+        "the whole training set's statistics (thick black line), traced on a fine grid of "
+        "boundary_resolution points per axis, for each measured batch size (columns) at the "
+        "first and last measured checkpoint (rows), first seed, over the training points; "
+        "grey: the fraction of all realizations disagreeing with the majority class on the "
+        "coarse grid (white = none, grey = half). The band is the share of that grid where any "
+        "realization disagrees; the margin is the mean distance of the training points to the "
+        "nearest boundary, averaged over realizations. The paper's claim: smaller batches "
+        "jitter the boundary more."),
 ))
 register(Family(
     "bn_jitter_prop2", draw_prop2, tables=("bn_jitter",), module="bn_jitter", caption=(

@@ -7,8 +7,9 @@ ROWS = {
     "bn_jitter": "one row per run, checkpoint, batch size and BN layer, and a `boundary` row for "
     "2-D classification data (`bnstudy.measures.jitter.compute`)",
     "bn_jitter_boundary": "2-D classification data only, first and last measured checkpoint: one "
-    "row per map point, kind and realization, and one per training point "
-    "(`bnstudy.measures.jitter.maps`)",
+    "row per disagreement-map point, one per boundary cell of the fine grid for the population "
+    "boundary and each drawn realization, and one per training point "
+    "(`bnstudy.measures.jitter.maps`, `bnstudy.measures.jitter.cells`)",
 }
 
 COLUMNS = {
@@ -58,12 +59,17 @@ COLUMNS = {
         "step": "the checkpoint's step (the first and last measured; data rows: the first)",
         "diverged": "whether the run diverged (its checkpoints stop at the failing step)",
         "batch_size": "the configured batch size (0 for data rows)",
-        "kind": "`disagreement`, `population`, `realization` or `data`",
+        "kind": "`disagreement` (coarse map point), `population` or `realization` (a cell of "
+        "that decision boundary on the fine grid of boundary_resolution points per axis) or "
+        "`data`",
         "realization": "the realization's index r (-1 for other kinds)",
-        "x0": "first input coordinate of the grid point (data rows: of the training point)",
-        "x1": "second input coordinate of the grid point (data rows: of the training point)",
+        "x0": "first input coordinate of the map point (population, realization: of the "
+        "boundary cell's centre; data: of the training point)",
+        "x1": "second input coordinate of the map point (population, realization: of the "
+        "boundary cell's centre; data: of the training point)",
         "value": "disagreement: fraction of realizations disagreeing with the "
-        "majority; population, realization: the predicted class",
-        "label": "disagreement: the majority class; data: the training point's class",
+        "majority (NaN for other kinds)",
+        "label": "disagreement: the majority class; data: the training point's class (NaN for "
+        "other kinds)",
     },
 }

@@ -52,8 +52,10 @@ Options (config section ``bn_jitter``): ``batch_sizes`` ([16, 256]), ``n_batches
 ``sampling`` ("without_replacement" | "with_replacement"), ``checkpoints`` ("all" | "first_last":
 the run's checkpoints measured), ``realizations`` (R, 32: decision boundaries per batch size),
 ``grid_resolution`` (100) and ``grid_margin`` (0.1) of the boundary grid, ``map_resolution``
-(40) and ``map_realizations`` (8) of the stored maps, ``seed`` (0), ``chunk_rows`` (65536: rows
-per forward pass of the population and grid passes).
+(40: the stored disagreement map) and ``map_realizations`` (8: the boundaries stored),
+``boundary_resolution`` (400: the fine grid the stored boundaries are traced on,
+:mod:`bnstudy.measures.jitter.cells`), ``seed`` (0), ``chunk_rows`` (65536: rows per forward
+pass of the population and grid passes).
 """
 
 from __future__ import annotations

@@ -26,10 +26,12 @@ Summary (one ``layer = "boundary"`` row per step and batch size of table ``bn_ji
   boundary there (margin NaN, counted in ``no_boundary``).
 
 Table ``bn_jitter_boundary`` (drawn as Fig. 6) holds, at the first and last measured checkpoint
-only, a ``map_resolution`` x ``map_resolution`` subsample of the grid: ``kind = "disagreement"``
-(``value``: disagreement, ``label``: majority class), ``"population"`` (``value``: the class under
-whole-training-set statistics) and ``"realization"`` (``value``: the class under realization
-``realization < map_realizations``); and ``kind = "data"``: the training points (``label``).
+only: ``kind = "disagreement"``, a ``map_resolution`` x ``map_resolution`` subsample of the grid
+(``value``: disagreement, ``label``: majority class); the decision boundary as the boundary cells
+of a finer ``boundary_resolution`` grid over the same extent (:mod:`.cells`: cell centres, so
+the figure draws lines, not pixels), ``kind = "population"`` under whole-training-set statistics
+(repeated per batch size) and ``"realization"`` under realization ``realization <
+map_realizations``; and ``kind = "data"``: the training points (``label``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import torch
 from scipy.spatial import cKDTree
 from torch import nn
 
+from bnstudy.measures.jitter import cells as fine_cells
 from bnstudy.measures.partition import maps as partition_maps
 from bnstudy.measures.partition.frozen_bn import set_buffers
 from bnstudy.networks.normalizers import batchnorm_modules
@@ -96,6 +99,10 @@ class Boundary:
             float)
         self.points = ds.x_train.reshape(len(ds.x_train), -1).astype(float)
         self.n_classes = ds.out_dim
+        self.frozen = frozen  # whole-training-set statistics; never changed here
+        self.fine = fine_cells.FineGrid(ds, opts.boundary_resolution, opts.grid_margin,
+                                        opts.chunk_rows)
+        self._population_cells: np.ndarray | None = None  # computed when first drawn
         self.population = self.classes(frozen)
         self.margin_population = mean_distance(self.population.reshape(self.res, self.res),
                                                self.xs, self.ys, self.points)
@@ -114,11 +121,15 @@ class Boundary:
         """Summary and (if ``maps``) map rows from per-layer ``(K, C)`` batch statistics (the
         first R are used)."""
         r_count = self.opts.realizations
+        drawn = min(self.opts.map_realizations, r_count) if maps else 0
         classes = np.empty((r_count, len(self.grid)), dtype=np.int64)
+        cells = []  # the drawn realizations' boundary cells on the fine grid
         for r in range(r_count):
             for bn, (mu, var) in zip(self.bns, emp, strict=True):
                 set_buffers(bn, mu[r], var[r])
             classes[r] = self.classes(self.net)
+            if r < drawn:
+                cells.append(self.fine.cells(self.net))
         majority, disagreement = vote(classes, self.n_classes)
         margins = np.array([mean_distance(c.reshape(self.res, self.res), self.xs, self.ys,
                                           self.points) for c in classes])
@@ -139,11 +150,11 @@ class Boundary:
         idx, pts = self.map_index, self.grid[self.map_index]
         rows = [_row("disagreement", -1, p, d, m) for p, d, m in
                 zip(pts, disagreement[idx], majority[idx], strict=True)]
-        rows += [_row("population", -1, p, c, np.nan) for p, c in
-                 zip(pts, self.population[idx], strict=True)]
-        for r in range(min(self.opts.map_realizations, r_count)):
-            rows += [_row("realization", r, p, c, np.nan) for p, c in
-                     zip(pts, classes[r, idx], strict=True)]
+        if self._population_cells is None:
+            self._population_cells = self.fine.cells(self.frozen)
+        rows += fine_cells.rows("population", -1, self._population_cells)
+        for r, centres in enumerate(cells):
+            rows += fine_cells.rows("realization", r, centres)
         return summary, rows
 
 

@@ -29,6 +29,10 @@ class Options(options.Options):
     grid_margin: float = 0.1
     map_resolution: int = 40
     map_realizations: int = 8
+    boundary_resolution: int = options.at_least(
+        200, 2, doc="2-D classification data: grid points per axis of the fine grid whose "
+        "boundary cells trace each drawn decision boundary (bn_jitter_boundary's population "
+        "and realization rows)")
     seed: int = 0
     chunk_rows: int = 65536
 
