@@ -5,7 +5,8 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from bnstudy import results_lock, study
+from bnstudy import results_lock
+from bnstudy.config import loader, study
 
 min_version("9.0")
 
@@ -13,18 +14,18 @@ min_version("9.0")
 # The default study, unless --configfile names another: a study file replaces it whole
 # (Snakemake would otherwise merge the two, mixing their experiments). Each config file is read
 # again strictly (duplicate keys, YAML errors with line and column) with its `extends:` chain,
-# --config overrides merged in and the sweeps expanded (bnstudy.study.load); that flat config
-# replaces Snakemake's own reading and is checked completely (bnstudy.study): a bad config ends
+# --config overrides merged in and the sweeps expanded (bnstudy.config.study.load); that flat config
+# replaces Snakemake's own reading and is checked completely (bnstudy.config.study): a bad config ends
 # the run before any job, with one short message. A CUDA device is checked here only when jobs
 # run on this machine.
-_flat = study.or_exit(
+_flat = loader.or_exit(
     study.load,
     workflow.overwrite_configfiles or ["config/config.yaml"],
     workflow.config_settings.config,
 )
 config.clear()
 config.update(_flat)
-study.or_exit(
+loader.or_exit(
     study.check,
     config,
     local=workflow.local_exec,
@@ -33,11 +34,11 @@ study.or_exit(
 # One study per results directory (bnstudy.results_lock): another study's results are refused
 # here, dry runs included; a run that starts work records its study there and holds its lock.
 _files = workflow.overwrite_configfiles or ["config/config.yaml"]
-study.or_exit(results_lock.check, config, _files)
+loader.or_exit(results_lock.check, config, _files)
 
 
 onstart:
-    study.or_exit(results_lock.claim, config, _files)
+    loader.or_exit(results_lock.claim, config, _files)
 
 
 include: "workflow/rules/common.smk"

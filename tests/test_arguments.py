@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 from harness import REPO, tiny_config, write_config
 
-from bnstudy import arguments, cli, io, plan, study, tables
+from bnstudy import arguments, cli, io, plan, tables
+from bnstudy.config import study
 
 MAX_ARG_STRLEN = 131072  # Linux: the longest single argument of a command
 

@@ -1,4 +1,4 @@
-"""Every bad config is rejected by bnstudy.study before any job, with one short message.
+"""Every bad config is rejected by bnstudy.config.study before any job, with one short message.
 
 The parametrised audit runs in-process (milliseconds each): each case asserts the error type,
 the key words of its message (key path, bad value, what is allowed), that the message is one
@@ -19,7 +19,8 @@ import pytest
 import torch
 from harness import REPO, copy_project, snakemake, tiny_config, write_config
 
-from bnstudy import data, study
+from bnstudy import data
+from bnstudy.config import loader, study
 
 BASE = tiny_config()
 
@@ -188,12 +189,12 @@ def test_at_least_forty_cases():
 @pytest.mark.parametrize("patch, words", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_config_is_rejected_clearly(patch, words, tmp_path, capsys):
     cfg = bad_config(patch, tmp_path)
-    with pytest.raises(study.ConfigError) as err:
+    with pytest.raises(loader.ConfigError) as err:
         study.check(copy.deepcopy(cfg), local=False)
     assert_clear(err.value, words)
     # as the Snakefile calls it: exit status 1 and the message on one line, no traceback
     with pytest.raises(SystemExit) as exit_:
-        study.or_exit(study.check, cfg, local=False)
+        loader.or_exit(study.check, cfg, local=False)
     out = capsys.readouterr()
     assert exit_.value.code == 1 and out.out == ""
     assert out.err == f"bnstudy config error: {err.value}\n"
@@ -203,7 +204,7 @@ def test_bad_config_is_rejected_clearly(patch, words, tmp_path, capsys):
 def test_cuda_without_cuda_is_rejected_locally_only(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     cfg = bad_config(_set("device", "cuda"), tmp_path)
-    with pytest.raises(study.ConfigError) as err:
+    with pytest.raises(loader.ConfigError) as err:
         study.check(copy.deepcopy(cfg), local=True)
     assert_clear(err.value, ["device", "'cuda'", "0 CUDA device", "auto"])
     study.check(cfg, local=False)  # a cluster's compute nodes may have the GPU
@@ -211,11 +212,11 @@ def test_cuda_without_cuda_is_rejected_locally_only(tmp_path, monkeypatch):
 
 def test_results_pointing_at_a_file_is_rejected(tmp_path):
     (tmp_path / "results").write_text("not a directory")
-    with pytest.raises(study.ConfigError) as err:
+    with pytest.raises(loader.ConfigError) as err:
         study.check(bad_config(lambda c: None, tmp_path))
     assert_clear(err.value, ["results", "existing file", "directory"])
     (tmp_path / "f").write_text("")
-    with pytest.raises(study.ConfigError):
+    with pytest.raises(loader.ConfigError):
         study.check(bad_config(_set("results", str(tmp_path / "f" / "sub")), tmp_path))
 
 
@@ -230,20 +231,20 @@ def test_results_pointing_at_a_file_is_rejected(tmp_path):
 def test_config_files_are_read_strictly(tmp_path, text, words):
     f = tmp_path / "c.yaml"
     f.write_text(text)
-    with pytest.raises(study.ConfigError) as err:
-        study.check_files([f])
+    with pytest.raises(loader.ConfigError) as err:
+        loader.check_files([f])
     assert_clear(err.value, [str(f), *words])
 
 
 def test_merge_keys_may_still_be_overridden(tmp_path):
     f = tmp_path / "c.yaml"
     f.write_text("a: &x {p: 1, q: 2}\nb: {<<: *x, q: 3}\n")
-    assert study.read_yaml(f) == {"a": {"p": 1, "q": 2}, "b": {"p": 1, "q": 3}}
+    assert loader.read_yaml(f) == {"a": {"p": 1, "q": 2}, "b": {"p": 1, "q": 3}}
 
 
 def test_missing_config_file_is_named(tmp_path):
-    with pytest.raises(study.ConfigError) as err:
-        study.check_files([tmp_path / "nope.yaml"])
+    with pytest.raises(loader.ConfigError) as err:
+        loader.check_files([tmp_path / "nope.yaml"])
     assert_clear(err.value, ["nope.yaml", "does not exist"])
 
 

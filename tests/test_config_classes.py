@@ -22,7 +22,7 @@ import pytest
 import yaml
 from harness import tiny_config, write_config
 
-from bnstudy import config_file, study, sweeps
+from bnstudy.config import loader, study, sweeps
 from bnstudy.networks import archs, models
 
 BASE = tiny_config()
@@ -36,7 +36,7 @@ def _load_check(cfg: dict, tmp_path: Path, local: bool = False) -> dict:
 
 def rejected(cfg: dict, tmp_path: Path, words, local: bool = False) -> str:
     """The one-paragraph message ``cfg`` is rejected with, holding every one of ``words``."""
-    with pytest.raises(study.ConfigError) as err:
+    with pytest.raises(loader.ConfigError) as err:
         _load_check(cfg, tmp_path, local)
     msg = str(err.value)
     assert "\n" not in msg.rstrip("\n") or msg.count("\n") <= 1, msg
@@ -158,16 +158,16 @@ SAMPLES = ["abc", "a_1", "cpu", "cuda:0", "results/x", "x"]
 
 
 def test_every_name_pattern_refuses_a_trailing_newline():
-    patterns = _schema_patterns(yaml.safe_load(study.SCHEMA.read_text()), [])
+    patterns = _schema_patterns(yaml.safe_load(loader.SCHEMA.read_text()), [])
     assert len(patterns) >= 10
     for p in patterns:  # jsonschema uses re.search
         ok = [s for s in SAMPLES if re.search(p, s)]
         assert ok, p
         for s in ok:
             assert not re.search(p, s + "\n"), (p, s)
-    from bnstudy import sweep_checks
+    from bnstudy.config import sweep_checks
 
-    for rx in (config_file.NAME, sweep_checks.AXIS, sweeps.SAFE_NAME):
+    for rx in (loader.NAME, sweep_checks.AXIS, sweeps.SAFE_NAME):
         assert rx.fullmatch("a1") and not rx.fullmatch("a1\n")
 
 
@@ -245,11 +245,11 @@ def test_a_deep_extends_chain_is_refused_at_the_stated_depth(tmp_path):
     write_config(tmp_path / "f0.yaml", {**base(), "results": str(tmp_path / "results")})
     for i in range(1, 1100):
         (tmp_path / f"f{i}.yaml").write_text(f"extends: f{i - 1}.yaml\n")
-    with pytest.raises(study.ConfigError) as err:
+    with pytest.raises(loader.ConfigError) as err:
         study.load([tmp_path / "f1099.yaml"])
     msg = str(err.value)
-    assert f"more than {config_file.MAX_EXTENDS} files deep" in msg and "f1099.yaml" in msg
-    study.load([tmp_path / f"f{config_file.MAX_EXTENDS - 1}.yaml"])  # within the cap
+    assert f"more than {loader.MAX_EXTENDS} files deep" in msg and "f1099.yaml" in msg
+    study.load([tmp_path / f"f{loader.MAX_EXTENDS - 1}.yaml"])  # within the cap
 
 
 def test_a_model_too_large_is_refused_without_allocating(tmp_path):

@@ -19,14 +19,19 @@ def test_partition_maps_need_maps_on():
     assert fam.in_experiment({"partition_density": None}, "star")
 
 
-def test_only_option_dependent_families_declare_a_predicate():
-    """Every other experiment-scope family's table has rows whatever the options: the maps are
-    the only table an option empties (bn_jitter's boundary table keeps its data rows and the
+def test_only_families_with_nothing_to_show_somewhere_declare_a_predicate():
+    """A family declares ``in_experiment`` only where an experiment can leave it nothing to show:
+    the maps and exact boundaries (``maps: false``; a linear network has no partition), the
+    partition-density figures of a linear network (its rows are all not applicable), the
+    activation distributions (``activation_units: 0``). Every other experiment-scope family's
+    table has rows whatever the options (bn_jitter's boundary table keeps its data rows and the
     disagreement grid for map_realizations: 0; smoothness without the Hessian keeps NaN
     columns; ics layers, teacher_student checkpoints and point_sets only select rows)."""
     plots.load_all()
     declared = {n for n, f in plots.FAMILIES.items() if f.in_experiment is not None}
-    assert declared == {"partition_density_maps"}
+    assert declared == {"partition_density_maps", "partition_boundaries",
+                        "partition_density_steps", "partition_density_sets",
+                        "partition_density_layers", "ics_activations"}
 
 
 @pytest.mark.workflow

@@ -14,7 +14,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from bnstudy import plots, study  # noqa: E402
+from bnstudy import plots
+from bnstudy.config import study  # noqa: E402
 from bnstudy.networks import normalizers  # noqa: E402
 from bnstudy.plots import colors  # noqa: E402
 

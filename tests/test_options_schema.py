@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bnstudy import measures, study
-from bnstudy.config_file import ConfigError, read_yaml, validate_schema
+from bnstudy import measures
+from bnstudy.config import study
+from bnstudy.config.loader import ConfigError, read_yaml, validate_schema
 from bnstudy.options import plain
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bnstudy import codeversion, measures, plan, study, tables
+from bnstudy import codeversion, measures, plan, tables
+from bnstudy.config import study
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -112,8 +112,8 @@ def test_an_experiment_with_fewer_seeds_than_its_first_round_has_no_look():
 def test_a_bad_policy_in_a_study_names_where_it_is():
     from pathlib import Path
 
-    from bnstudy import study
-    from bnstudy.config_file import ConfigError
+    from bnstudy.config import study
+    from bnstudy.config.loader import ConfigError
 
     root = Path(__file__).resolve().parents[1]
     cfg = study.load([root / ".test/config.yaml"],

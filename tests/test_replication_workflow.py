@@ -19,7 +19,8 @@ import harness
 import pandas as pd
 import pytest
 
-from bnstudy import measures, study, tables
+from bnstudy import measures, tables
+from bnstudy.config import study
 from bnstudy.plan import Plan
 
 pytestmark = pytest.mark.workflow

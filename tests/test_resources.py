@@ -15,8 +15,9 @@ import harness
 import pytest
 import yaml
 
-from bnstudy import cli, model_size, resources, study
-from bnstudy.config_file import ConfigError
+from bnstudy import cli, model_size, resources
+from bnstudy.config import study
+from bnstudy.config.loader import ConfigError
 from bnstudy.plan import Plan
 
 SANTURKAR = harness.REPO / "config" / "studies" / "santurkar_paper.yaml"

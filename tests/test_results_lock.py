@@ -15,7 +15,7 @@ import os
 import pytest
 
 from bnstudy import results_lock
-from bnstudy.config_file import ConfigError
+from bnstudy.config.loader import ConfigError
 
 
 @pytest.fixture

@@ -187,7 +187,7 @@ def test_resume_is_exact_with_schedule_and_augmentation(digit_images, tmp_path, 
 def test_the_schema_takes_every_training_option_and_jitter_without_defaults():
     import dataclasses
 
-    from bnstudy.config_file import ConfigError, validate_schema
+    from bnstudy.config.loader import ConfigError, validate_schema
     from bnstudy.networks import normalizers
 
     schema = _schema()

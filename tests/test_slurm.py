@@ -31,7 +31,8 @@ import pytest
 import slurm_fixture
 import yaml
 
-from bnstudy import measures, plots, study
+from bnstudy import measures, plots
+from bnstudy.config import study
 from bnstudy.plan import Plan
 
 RUN = ("star", "batchnorm", "0")  # the run whose training is cancelled mid-way

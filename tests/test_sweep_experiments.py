@@ -1,4 +1,5 @@
-"""Experiments over swept datasets, models and trainings (bnstudy.sweep_experiments, issue 21):
+"""Experiments over swept datasets, models and trainings (issue 21,
+bnstudy.config.sweep_experiments):
 an experiment that names a swept entry runs over every entry it generates, whose axes name the
 experiments, filter them (``where``) and become columns of every table (``sweep_axes``); the
 ``extends:`` chains that delete or override such an entry; the documented recipes."""
@@ -9,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bnstudy import study, sweeps
-from bnstudy.config_file import ConfigError, read_study
+from bnstudy.config import study, sweeps
+from bnstudy.config.loader import ConfigError, read_study
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -207,10 +208,11 @@ def _yaml_block(doc: str, section: str) -> str:
 
 
 def test_the_extending_recipe_sweeps_the_star_learning_rate(tmp_path):
-    """EXTENDING.md, "A sweep": its study file next to a copy of the default config."""
-    (tmp_path / "studies").mkdir()
-    (tmp_path / "config.yaml").write_text((ROOT / "config" / "config.yaml").read_text())
-    f = tmp_path / "studies" / "star_lr.yaml"
+    """EXTENDING.md, "A sweep": its study file at the root of a copy of the project."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "config.yaml").write_text(
+        (ROOT / "config" / "config.yaml").read_text())
+    f = tmp_path / "star_lr.yaml"
     f.write_text(_yaml_block("EXTENDING.md", "## A sweep"))
     flat = study.load([f])
     default = study.load([ROOT / "config" / "config.yaml"])

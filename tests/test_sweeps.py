@@ -1,5 +1,5 @@
-"""Sweeps, ``where:`` filters and ``extends:`` in study configs (bnstudy.sweeps,
-bnstudy.config_file.read_study, bnstudy.study.load)."""
+"""Sweeps, ``where:`` filters and ``extends:`` in study configs (bnstudy.config.sweeps,
+bnstudy.config.loader.read_study, bnstudy.config.study.load)."""
 
 import copy
 import json
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bnstudy import cli, study, sweeps
-from bnstudy.config_file import ConfigError, overlay, read_study
+from bnstudy import cli
+from bnstudy.config import study, sweeps
+from bnstudy.config.loader import ConfigError, overlay, read_study
 
 ROOT = Path(__file__).resolve().parents[1]
 FROZEN = Path(__file__).parent / "data" / "expansions"

@@ -14,7 +14,8 @@ import pytest
 import yaml
 from harness import dry_run, job_counts, snakemake, tiny_config, write_config
 
-from bnstudy import io, measures, study, tables
+from bnstudy import io, measures, tables
+from bnstudy.config import study
 from bnstudy.plan import Plan
 
 TRAINING_COLUMNS = ["dataset", "model", "norm", "seed", "step", "split", "loss", "accuracy",

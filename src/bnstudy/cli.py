@@ -37,7 +37,7 @@ def _runs(cfg: dict) -> str:
 
 
 def cmd_check(a) -> None:
-    from bnstudy import study
+    from bnstudy.config import study
 
     files = a.configfiles or ["config/config.yaml"]
     if a.all:

@@ -46,7 +46,7 @@ _INTEGER = (
     "n_inits", "n_angles", "nonfinite_probes", "neurons", "probe_size", "realization",
     "realizations", "samples_per_stat", "units", "population", "no_boundary",
     "hessian_iterations", "init", "sample", "n_minima", "label", "shift_from_step", "N", "P",
-    "train_batch_size", "unit",
+    "train_batch_size", "unit", "resolution",
 )
 _BOOLEAN = (
     "diverged", "applicable", "hessian_converged", "holds_closest", "holds_reached",

@@ -3,7 +3,8 @@
 :mod:`bnstudy.resources` sizes each job's request from the work it does, and a job's work is
 counted in sample passes through its model. What a pass costs follows from the model's shape,
 not its weights, so :func:`size` builds the model on the meta device (shapes only, nothing
-allocated: milliseconds, as :func:`bnstudy.model_checks.plan`), without normalizers and dropout,
+allocated: milliseconds, as :func:`bnstudy.config.model_checks.plan`), without normalizers and
+dropout,
 and runs one input through it with a hook on every leaf module:
 
 - ``params``: the parameter count (weights, optimizer state and checkpoints scale with it);

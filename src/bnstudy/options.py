@@ -7,8 +7,8 @@ instance, checking, in this order: unknown keys (named, with the valid ones), ea
 (YAML lists become tuples), its choices and minimum, then the class's own cross-field rules
 (:meth:`Options.validate`). Every error is a ``ValueError`` that names the section, the key, the
 bad value and what is valid. The workflow checks every configured section this way before any
-job runs (:mod:`bnstudy.study`), and the CLI parses once at its edge, so measure code only ever
-sees a checked, typed instance.
+job runs (:mod:`bnstudy.config.study`), and the CLI parses once at its edge, so measure code only
+ever sees a checked, typed instance.
 
 The options are declared here only: the config schema's section of a measure is derived from
 its class (:meth:`Options.json_schema`: the keys, their types, choices, minimums, defaults and

@@ -70,7 +70,7 @@ def _json(value) -> str:
 
 @dataclass
 class Plan(Rounds, Figures, Resources):
-    """The jobs of one study: ``config`` is the flat config :func:`bnstudy.study.check`
+    """The jobs of one study: ``config`` is the flat config :func:`bnstudy.config.study.check`
     returned, ``results`` its results directory (normalised: one spelling per path)."""
 
     config: dict

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from bnstudy.config_file import fail
+from bnstudy.config.loader import fail
 
 # -- throughput assumptions --------------------------------------------------------------------
 # One CPU thread: 94 GFLOP/s was measured here for a ResNet9 forward (batch 16, one thread, 2.8x

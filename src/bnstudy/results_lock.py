@@ -28,7 +28,7 @@ import socket
 import time
 from pathlib import Path
 
-from bnstudy.config_file import ConfigError
+from bnstudy.config.loader import ConfigError
 
 STUDY_FILE = ".bnstudy-study.json"
 LOCK_FILE = ".bnstudy-study.lock"
@@ -81,7 +81,7 @@ def _holder(fd: int) -> dict:
 
 
 def check(cfg: dict, configfiles) -> None:
-    """Refuse (:class:`~bnstudy.config_file.ConfigError`) when ``cfg``'s results directory holds
+    """Refuse (:class:`~bnstudy.config.loader.ConfigError`) when ``cfg``'s results directory holds
     another study or another run is writing it; reads only."""
     root = Path(cfg["results"])
     mine = _record(cfg, configfiles)

@@ -1,6 +1,6 @@
 # Paths and get_* helpers for the rules. The logic behind them (which jobs exist, what each is
 # given, code versions) is bnstudy.plan, unit-tested without Snakemake; this file only looks
-# things up there. The config was checked completely (bnstudy.study) before this file is read.
+# things up there. The config was checked completely (bnstudy.config.study) before this file is read.
 # Nothing here imports torch or matplotlib.
 
 import json

@@ -10,6 +10,8 @@ rule job_arguments:
     log:
         log_file("job_arguments", "{job}.log"),
     localrule: True
+    conda:
+        "../../environment.yml"
     params:
         arguments=get_job_arguments,
     script:

@@ -19,7 +19,7 @@ and the README's block against :func:`markdown`.
 
 A column with no declared type keeps the type the code writes (:data:`WRITTEN`, else float):
 declaring one would change what :func:`bnstudy.columns.normalize` does to it and forbid its name
-as a sweep axis (:mod:`bnstudy.sweep_checks`), which e.g. the Luo study's ``alpha`` axis needs.
+as a sweep axis (:mod:`bnstudy.config.sweep_checks`), which the Luo study's ``alpha`` axis needs.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def markdown() -> str:
            "### Every table of runs", "",
            "`training` and every measure's table carry the run's identifying columns, and in "
            "a swept study one column per sweep axis of the run's experiment, dataset, model "
-           "and training (`bnstudy.sweeps`; a dataset's `seed` axis is `data_seed`, a "
+           "and training (`bnstudy.config.sweeps`; a dataset's `seed` axis is `data_seed`, a "
            "training's `lr` axis `training_lr`):", "",
            *_table(RUN_IDS)]
     for table in table_names():

@@ -57,7 +57,7 @@ def check(d: dict) -> dict:
 
     A schedule does what it says or is refused: an option its ``lr_schedule`` does not read
     (:data:`USES`), a milestone given twice or at or past the last step (``steps`` of ``d``;
-    epoch milestones are checked against the training set by :mod:`bnstudy.setup_checks`), a
+    epoch milestones are checked against the training set by :mod:`bnstudy.config.setup_checks`), a
     warm-up longer than the run, and a ``lr_step_factor`` whose power over the milestones
     overflows a float."""
     o = {**DEFAULTS, **{k: d[k] for k in DEFAULTS if k in d}}

@@ -5,8 +5,8 @@ names a swept entry (by the entry's own name, as written under ``sweep:``), the 
 over every entry the sweep generated: one experiment per generated entry, whose axes (a
 training's ``lr``, a model's ``width``, a dataset's ``alpha``) become axes of the experiment
 (its generated names, its ``where``) and columns of every table. So a learning-rate sweep is one
-``sweep:`` on the training, not one experiment per rate. :func:`bnstudy.sweeps.expand` does the
-expanding; this module says which keys name swept entries (:func:`implicit`,
+``sweep:`` on the training, not one experiment per rate. :func:`bnstudy.config.sweeps.expand`
+does the expanding; this module says which keys name swept entries (:func:`implicit`,
 :func:`named_family`), that a name is neither an entry nor a swept one (:func:`check_references`)
 and which axis values become each experiment's columns (:func:`experiment_axes`).
 
@@ -19,8 +19,13 @@ section's prefix plus the axis: ``training_lr``, ``model_init``, as a dataset's 
 
 from __future__ import annotations
 
-from bnstudy.config_file import fail
-from bnstudy.sweep_checks import FAMILY_KEYS, ID_COLUMNS, check_axis_kinds, check_column_value
+from bnstudy.config.loader import fail
+from bnstudy.config.sweep_checks import (
+    FAMILY_KEYS,
+    ID_COLUMNS,
+    check_axis_kinds,
+    check_column_value,
+)
 
 PREFIX = {"datasets": "data_", "models": "model_", "trainings": "training_",
           "experiments": "experiment_"}  # a renamed axis column: the section's prefix
@@ -57,7 +62,7 @@ def check_references(name: str, generated: dict, flat: dict, families: dict) -> 
     """The dataset, model and training of each experiment the entry ``name`` generated
     (``generated``: generated name -> entry) are entries of the flat config; checked here only
     for a section with swept entries, whose names the error can list (the rest:
-    :func:`bnstudy.study.check`)."""
+    :func:`bnstudy.config.study.check`)."""
     for gen, e in generated.items():
         for key, section in FAMILY_KEYS.items():
             value, swept = e.get(key), families.get(section, {})
@@ -81,7 +86,7 @@ def column(section: str, axis: str) -> str:
 def experiment_axes(flat: dict, record: dict) -> dict[str, dict]:
     """The sweep-axis values of each experiment of an expanded config: those of the generated
     dataset, model and training it runs on, then its own (``record`` from
-    :func:`bnstudy.sweeps.expand`), each under its column's name (:func:`column`: a dataset's
+    :func:`bnstudy.config.sweeps.expand`), each under its column's name (:func:`column`: a dataset's
     ``seed`` is ``data_seed``, an experiment's ``experiment_seed``, a training's ``lr``
     ``training_lr``). These become columns of every table (pooling over draws is a groupby). An
     experiment's ``dataset`` axis is the ``dataset`` column itself and is left out, as is a

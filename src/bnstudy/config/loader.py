@@ -5,7 +5,7 @@ and names the file, line and column of a syntax error; :func:`validate_schema` c
 against ``workflow/schemas/config.schema.yaml``, fills in its defaults, and reports the first
 error as one paragraph (key path, bad value, what is allowed) instead of the schema and config.
 Every failure is a :class:`ConfigError`; :func:`or_exit` turns one into a short message and exit
-status 1. :mod:`bnstudy.study` adds the checks a schema cannot express.
+status 1. :mod:`bnstudy.config.study` adds the checks a schema cannot express.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from pathlib import Path
 
 import yaml
 
-SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+# shipped with the package (workflow/schemas/config.schema.yaml links here), so an installed
+# package checks configs without the repository around it
+SCHEMA = Path(__file__).resolve().with_name("schema.yaml")
 # An entry's name (datasets, models, trainings, experiments, generated names): matched whole
 # (re.fullmatch, never ``$``, which also matches before a final newline).
 NAME = re.compile(r"[A-Za-z0-9_]+")

@@ -21,9 +21,9 @@ An entry of ``datasets``, ``models``, ``trainings`` or ``experiments`` may hold
 
 An experiment whose ``dataset``, ``model`` or ``training`` names a swept entry (directly, or set
 so by one of its axes) runs over every entry that sweep generates without a ``sweep:`` of its
-own (:mod:`bnstudy.sweep_experiments`): such axes come after the experiment's own, in the order
-dataset, model, training, and its ``name`` and ``where`` may use their axes. An experiment that
-names a plain entry is unchanged.
+own (:mod:`bnstudy.config.sweep_experiments`): such axes come after the experiment's own, in
+the order dataset, model, training, and its ``name`` and ``where`` may use their axes. An
+experiment that names a plain entry is unchanged.
 
 :func:`expand` generates one entry per combination (the product of the axes, the first axis
 outermost), in place of the swept entry; values keep their YAML types (2.0 stays a float). A
@@ -38,10 +38,10 @@ import itertools
 
 import yaml
 
-from bnstudy import sweep_checks, sweep_experiments
-from bnstudy.config_file import NAME, SCHEMA, fail
-from bnstudy.sweep_checks import FAMILY_KEYS, ID_COLUMNS, SECTIONS, SWEEP_KEYS  # noqa: F401
-from bnstudy.sweep_experiments import experiment_axes  # noqa: F401 (re-exported: study.load)
+from bnstudy.config import sweep_checks, sweep_experiments
+from bnstudy.config.loader import NAME, SCHEMA, fail
+from bnstudy.config.sweep_checks import FAMILY_KEYS, ID_COLUMNS, SECTIONS, SWEEP_KEYS  # noqa: F401
+from bnstudy.config.sweep_experiments import experiment_axes  # noqa: F401 (re-exported: study.load)
 
 SAFE_NAME = NAME  # generated names are matched whole (re.fullmatch)
 
@@ -214,7 +214,7 @@ def expand(cfg: dict, record: dict | None = None) -> dict:
     experiment over swept entries by one per combination (see the module docstring); ``cfg`` is
     not changed. With ``record``, the axis values of every generated entry are stored there,
     ``record[section][generated name] = {axis: value}``. Shapes and sizes are checked first
-    (:mod:`bnstudy.sweep_checks`): nothing past ``limits.experiments`` is built."""
+    (:mod:`bnstudy.config.sweep_checks`): nothing past ``limits.experiments`` is built."""
     sweep_checks.check_shape(cfg)
     cap = sweep_checks.max_entries(cfg)
     out = dict(cfg)

@@ -10,7 +10,7 @@
   dataset, and ``augment`` runs on image inputs only;
 - :func:`check_plots`: ``plots.palette`` is a palette seaborn knows.
 
-Each failure is a :class:`~bnstudy.config_file.ConfigError` naming the entry, the bad value and
+Each failure is a :class:`~bnstudy.config.loader.ConfigError` naming the entry, the bad value and
 what is allowed.
 """
 
@@ -20,7 +20,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from bnstudy.config_file import fail
+from bnstudy.config.loader import fail
 
 MAX_DATA_SEED = 2**32 - 1  # numpy.random.RandomState / scikit-learn's random_state
 REAL_KINDS = ("mnist", "cifar10", "cifar100", "svhn")

@@ -9,8 +9,8 @@
   ``vgg`` whose ``channels`` holds only pooling, a ``dln`` of depth 1) would run as the plain
   net under the normalizer's name, so it is refused.
 
-Errors are ValueErrors naming the bad value and what is allowed; :mod:`bnstudy.study` prefixes
-the entry.
+Errors are ValueErrors naming the bad value and what is allowed; :mod:`bnstudy.config.study`
+prefixes the entry.
 """
 
 from __future__ import annotations

@@ -1,19 +1,20 @@
 """The study config: every check, before any job runs.
 
 :func:`check` validates a loaded config: the JSON schema with its defaults filled in
-(:mod:`bnstudy.config_file`, which also reads config files strictly: duplicate keys, YAML errors
+(:mod:`bnstudy.config.loader`, which also reads config files strictly: duplicate keys, YAML errors
 with line and column), then what a schema cannot say: each dataset kind's declared options,
-training and model options (each architecture's own: :func:`bnstudy.model_checks.check_options`),
+training and model options (each architecture's own:
+:func:`bnstudy.config.model_checks.check_options`),
 cross references, the measures' and analyses' own option checks, batch sizes and epoch
 milestones against the training set, each model's size and normalizer layers counted on the meta
-device (:mod:`bnstudy.model_checks`) before it is built and run once on its dataset's input
+device (:mod:`bnstudy.config.model_checks`) before it is built and run once on its dataset's input
 shape, ICS layer indices against its layers, the device, the results directory, the datasets'
-seeds and files and the plot palette (:mod:`bnstudy.setup_checks`). Every
+seeds and files and the plot palette (:mod:`bnstudy.config.setup_checks`). Every
 failure is a :class:`ConfigError` of one short paragraph: the key path, the bad value and what
 is allowed.
 
 The Snakefile calls :func:`load` (the files read strictly, ``extends:`` chains resolved, sweeps
-expanded into the flat form: :mod:`bnstudy.sweeps`) and :func:`check` on the result (through
+expanded into the flat form: :mod:`bnstudy.config.sweeps`) and :func:`check` on the result (through
 :func:`or_exit`, which prints the message and exits 1 without a traceback);
 ``python -m bnstudy check FILE...`` does the same from the command line.
 """
@@ -22,16 +23,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bnstudy.config_file import (  # noqa: F401 (re-exported: the config API in one place)
+from bnstudy.config.loader import (
     SCHEMA,
-    ConfigError,
-    check_files,
     fail,
     merged,
-    or_exit,
-    overlay,
     read_study,
-    read_yaml,
     validate_schema,
 )
 
@@ -42,8 +38,8 @@ def load(paths, overrides: dict | None = None) -> dict:
     """The flat config of study files: each read strictly with its ``extends:`` chain
     (:func:`read_study`), merged in order as Snakemake merges ``--configfile`` files, then
     ``overrides`` (Snakemake's ``--config``) merged in, then the sweeps expanded
-    (:func:`bnstudy.sweeps.expand`)."""
-    from bnstudy import sweeps
+    (:func:`bnstudy.config.sweeps.expand`)."""
+    from bnstudy.config import sweeps
 
     record: dict = {}
     flat = sweeps.expand(merged([*(read_study(p) for p in paths), dict(overrides or {})]), record)
@@ -129,7 +125,8 @@ def _build(model_cfg, norm: str, kind: str, options: dict, forward: bool):
 
 
 def _experiments(cfg: dict, sizes: dict, model_cfgs: dict, train_cfgs: dict, mopts: dict):
-    from bnstudy import data, measures, model_checks, setup_checks
+    from bnstudy import data, measures
+    from bnstudy.config import model_checks, setup_checks
     from bnstudy.measures.ics import compute as ics
     from bnstudy.networks import normalizers
 
@@ -205,7 +202,8 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
     ``local``: jobs run on this machine, so a CUDA device must exist here (a cluster run checks
     it at the start of each train job instead).
     """
-    from bnstudy import analyses, model_checks, plan_resources, setup_checks
+    from bnstudy import analyses, plan_resources
+    from bnstudy.config import model_checks, setup_checks
     from bnstudy.networks import models
     from bnstudy.train import loop as training
 

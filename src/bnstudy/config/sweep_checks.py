@@ -1,7 +1,8 @@
-"""What a study config's sweeps may be, checked before anything is expanded (:mod:`bnstudy.sweeps`).
+"""What a study config's sweeps may be, checked before anything is expanded
+(:mod:`bnstudy.config.sweeps`).
 
 - the shape: every entry of ``datasets``, ``models``, ``trainings`` and ``experiments`` is a
-  mapping under a name matched whole by :data:`bnstudy.config_file.NAME` (a string: a YAML
+  mapping under a name matched whole by :data:`bnstudy.config.loader.NAME` (a string: a YAML
   ``5:`` is the integer 5); a sweep's axes are named like Python identifiers (:data:`AXIS`,
   matched whole); its variants are named by strings or integers; a swept dataset's ``options``
   is a mapping; the loader's own key ``sweep_axes`` is not given by hand (:data:`RESERVED_KEYS`);
@@ -9,7 +10,7 @@
   built (an experiment's axes over swept entries by the entries each generates), and more than
   ``limits.experiments`` (default :data:`MAX_EXPERIMENTS`) is an error;
 - the columns: every axis an experiment runs over becomes a column of every table
-  (:func:`bnstudy.sweep_experiments.experiment_axes`). A dataset's or experiment's axis is a
+  (:func:`bnstudy.config.sweep_experiments.experiment_axes`). A dataset's or experiment's axis is a
   column under its own name, so it may not be named like a declared table column
   (:data:`bnstudy.columns.TYPES`, other than the identifying ones the loader renames); a model's
   or training's axis is named by a key of the entry (``lr``), so one named like a declared
@@ -18,7 +19,7 @@
   neither): a dataset's or experiment's axes are checked here, a model's or training's where an
   experiment runs on it (an unused sweep of ``checkpoints`` lists is no column).
 
-Every error is a :class:`~bnstudy.config_file.ConfigError` naming the entry, the bad value and
+Every error is a :class:`~bnstudy.config.loader.ConfigError` naming the entry, the bad value and
 what is allowed.
 """
 
@@ -27,11 +28,11 @@ from __future__ import annotations
 import math
 import re
 
-from bnstudy.config_file import NAME, SECTIONS, fail
+from bnstudy.config.loader import NAME, SECTIONS, fail
 
 SWEEP_KEYS = ("sweep", "name", "where")
 AXIS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # matched whole
-RESERVED_KEYS = ("sweep_axes",)  # written by the loader (bnstudy.study.load)
+RESERVED_KEYS = ("sweep_axes",)  # written by the loader (bnstudy.config.study.load)
 MAX_EXPERIMENTS = 10_000  # the default of limits.experiments: entries per section
 # the tables' identifying columns: axes named like them are renamed (data_seed, experiment_seed)
 ID_COLUMNS = ("experiment", "dataset", "model", "norm", "seed", "step", "split", "layer")
@@ -52,7 +53,7 @@ def max_entries(cfg: dict) -> int:
 
 
 def check_shape(cfg: dict) -> None:
-    """The raw config's sections and sweeps have the shapes :func:`bnstudy.sweeps.expand`
+    """The raw config's sections and sweeps have the shapes :func:`bnstudy.config.sweeps.expand`
     reads (see the module docstring)."""
     for key in RESERVED_KEYS:
         if key in cfg:
@@ -142,7 +143,7 @@ def _check_values(at: str, values: list) -> None:
 
 
 def check_axis_kinds(axes: dict) -> None:
-    """The experiments' axes (:func:`bnstudy.sweeps.experiment_axes`): each axis holds values
+    """The experiments' axes (:func:`bnstudy.config.sweeps.experiment_axes`): each axis holds values
     of one kind across every experiment (two entries may both have an axis ``width``)."""
     seen: dict = {}
     for experiment, values in axes.items():
