@@ -33,7 +33,7 @@ KINDS = {
              "bnstudy.train.checkpoints",
     "measure": "import bnstudy.cli, torch, bnstudy.data, bnstudy.io, bnstudy.measures, "
                "bnstudy.train.checkpoints, bnstudy.train.loop, pandas",
-    "aggregate": "import bnstudy.cli, bnstudy.tables",
+    "aggregate": "import bnstudy.cli, bnstudy.tables.aggregation",
     "analysis": "import bnstudy.cli, bnstudy.analyses, bnstudy.io, pandas",
     "plot": "import bnstudy.cli, bnstudy.plots; bnstudy.plots.load_all(); "
             "import matplotlib.pyplot, seaborn",

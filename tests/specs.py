@@ -24,7 +24,8 @@ def measure_cli(tmp_path, measure, runs, data_file, options=None, experiment_run
     of one experiment. Returns ``(exit code, {table: path})``."""
     import json
 
-    from bnstudy import cli, measures, tables
+    from bnstudy import cli, measures
+    from bnstudy.tables import layout
     from bnstudy.train import checkpoints
 
     results = tmp_path / "results"
@@ -34,7 +35,7 @@ def measure_cli(tmp_path, measure, runs, data_file, options=None, experiment_run
         entry = grid.setdefault(s.experiment, {"norms": [], "seeds": []})
         entry["norms"] += [s.norm] if s.norm not in entry["norms"] else []
         entry["seeds"] += [s.seed] if s.seed not in entry["seeds"] else []
-        path = tables.run_file(results, s.experiment, s.norm, s.seed, "checkpoints.pt")
+        path = layout.run_file(results, s.experiment, s.norm, s.seed, "checkpoints.pt")
         checkpoints.save(run, path)
     (experiment,) = grid
     outs = {t: tmp_path / "out" / f"{t}.parquet" for t in measures.get(measure).tables}

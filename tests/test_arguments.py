@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 from harness import REPO, tiny_config, write_config
 
-from bnstudy import arguments, cli, io, plan, tables
+from bnstudy import arguments, cli, io, plan
 from bnstudy.config import study
+from bnstudy.tables import layout
 
 MAX_ARG_STRLEN = 131072  # Linux: the longest single argument of a command
 
@@ -37,7 +38,7 @@ def test_a_2000_experiment_sweep_aggregates_from_an_argument_file(tmp_path):
     args_file = p.arguments_file(f"aggregate_{plan.HISTORY}")
     arguments.write_arguments(args_file, args)
     # empty run outputs: one empty history table, copied to every run
-    first, *rest = tables.grid_files(p.results, p.grid(p.experiments), "history.parquet")
+    first, *rest = layout.grid_files(p.results, p.grid(p.experiments), "history.parquet")
     empty = pd.DataFrame({"experiment": pd.Series(dtype="str"), "norm": pd.Series(dtype="str"),
                           "seed": pd.Series(dtype="int64"), "step": pd.Series(dtype="int64"),
                           "loss": pd.Series(dtype="float64")})

@@ -21,7 +21,8 @@ import torch
 from specs import make_spec, measure_cli
 from test_resume import Killed, _counting, assert_same_run
 
-from bnstudy import cli, data, io, tables
+from bnstudy import cli, data, io
+from bnstudy.tables import layout
 from bnstudy.train import checkpoints
 from bnstudy.train import loop as training
 
@@ -108,7 +109,7 @@ def test_measure_verb_names_a_corrupt_checkpoint_without_traceback(run, star, tm
     rc, _ = measure_cli(tmp_path, "generalization", [run], tmp_path / "star.npz")
     assert rc == 0  # the intact file measures
     s = run["spec"].to_dict()
-    path = Path(tables.run_file(tmp_path / "results", s["experiment"], s["norm"], s["seed"],
+    path = Path(layout.run_file(tmp_path / "results", s["experiment"], s["norm"], s["seed"],
                                 "checkpoints.pt"))
     capsys.readouterr()
     truncate(path)

@@ -8,8 +8,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from bnstudy import columns, io, tables
+from bnstudy import columns, io
 from bnstudy.claims import metrics
+from bnstudy.tables import aggregation
 
 matplotlib.use("Agg")
 
@@ -102,7 +103,7 @@ def _write_run(path, rows):
 
 
 def test_aggregate_writes_every_table_with_the_declared_types(tmp_path):
-    """The study's writing path (tables.aggregate): per-run files with a float step and an
+    """The study's writing path (aggregation.aggregate): per-run files with a float step and an
     integer layer come out as int64 step, string layer and int64 layer_index, in the file."""
     runs = []
     for seed in (0, 1):
@@ -112,7 +113,7 @@ def test_aggregate_writes_every_table_with_the_declared_types(tmp_path):
                        for s in (0, 5) for layer in (1, 2)])
         runs.append(p)
     out = tmp_path / "ics.parquet"
-    df = tables.aggregate(runs, out)
+    df = aggregation.aggregate(runs, out)
     schema = pq.read_schema(out)
     assert str(schema.field("step").type) == "int64" and str(schema.field("seed").type) == "int64"
     assert str(schema.field("layer").type) in ("string", "large_string")

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bnstudy import codeversion, measures, plan, tables
+from bnstudy import codeversion, measures, plan
 from bnstudy.config import study
+from bnstudy.tables import layout
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,7 +43,7 @@ def test_one_measure_job_per_block_of_an_experiments_seeds(default):
             assert measures.REGISTRY[m].applies_to(kind)
             n = len(cfg["experiments"][e]["norms"]) * len(cfg["experiments"][e]["seeds"])
             for block in default.blocks(e):
-                label = tables.seeds_label(block)
+                label = layout.seeds_label(block)
                 files = default.checkpoints(e, label)
                 assert len(files) == n * len(block) // len(cfg["experiments"][e]["seeds"])
                 assert all(p.endswith("checkpoints.pt") for p in files)
@@ -71,7 +72,7 @@ def test_tables_and_their_parts(default):
     for t, m in default.table_measure.items():
         assert default.table_level(t) == "experiment"
         assert default.table_inputs(t) == [
-            tables.block_file(default.results, e, b, f"{t}.parquet")
+            layout.block_file(default.results, e, b, f"{t}.parquet")
             for e in default.measure_experiments(m) for b in default.blocks(e)]
         assert sorted(json.loads(default.table_grid(t))) == sorted(default.measure_experiments(m))
 
@@ -217,7 +218,7 @@ def test_a_round_trains_only_the_arms_its_undecided_rows_compare(default):
     assert p.block_norms("star") == [["none", "batchnorm", "layernorm"], ["none", "batchnorm"],
                                      ["batchnorm"]]
     grid = p.grid(["star"])["star"]
-    runs = {tuple(f.split("/")[-3:-1]) for f in tables.grid_files("r", {"star": grid}, "x")}
+    runs = {tuple(f.split("/")[-3:-1]) for f in layout.grid_files("r", {"star": grid}, "x")}
     assert ("layernorm", "seed2") in runs and ("layernorm", "seed3") not in runs
     assert ("none", "seed5") in runs and ("none", "seed6") not in runs
     assert ("batchnorm", "seed11") in runs and len(runs) == 3 * 3 + 2 * 3 + 6
@@ -250,12 +251,12 @@ def test_a_study_without_policies_has_no_rounds(default):
 
 def test_seed_labels_round_trip():
     for seeds in ([0], [0, 1, 2], [3, 4, 5, 9], [0, 2, 4], list(range(12, 24))):
-        label = tables.seeds_label(seeds)
-        assert tables.label_seeds(label) == seeds and "/" not in label
-    assert tables.seeds_label([5, 3, 4, 0]) == "0_3-5"
+        label = layout.seeds_label(seeds)
+        assert layout.label_seeds(label) == seeds and "/" not in label
+    assert layout.seeds_label([5, 3, 4, 0]) == "0_3-5"
     for bad in ("", "3-1", "1_0", "a", "1--2"):
         with pytest.raises(ValueError):
-            tables.label_seeds(bad)
+            layout.label_seeds(bad)
 
 
 def test_no_figure_is_scheduled_for_a_linear_network(default):

@@ -19,9 +19,10 @@ import harness
 import pandas as pd
 import pytest
 
-from bnstudy import measures, tables
+from bnstudy import measures
 from bnstudy.config import study
 from bnstudy.plan import Plan
+from bnstudy.tables import layout
 
 pytestmark = pytest.mark.workflow
 
@@ -140,5 +141,5 @@ def test_more_rounds_train_and_measure_only_the_new_seeds(project):
                 for j in jobs if j["rule"] in measures.REGISTRY}
     assert measured and {b for _, _, b in measured} == {"3"}, measured
     assert _plan(p).seeds("star") == [0, 1, 2, 3]
-    assert tables.label_seeds("3") == [3]
+    assert layout.label_seeds("3") == [3]
     assert harness.dry_run(p) == []

@@ -228,7 +228,7 @@ def test_two_builds_from_the_same_tables_are_byte_identical(built, tmp_path):
     (123.456, 7.8, "123.5 ± 7.8"), (-2.5, 1.26, "-2.5 ± 1.3"), (3e-9, 1e-9, "(3.0 ± 1.0)e-09"),
     (0.5, 0.0, "0.5")])
 def test_summary_cells_take_their_digits_from_the_interval(mean, half, text):
-    from bnstudy.tables import format_mean_ci
+    from bnstudy.tables.intervals import format_mean_ci
 
     assert format_mean_ci({"mean": mean, "ci_low": mean - half, "ci_high": mean + half}) == text
 

@@ -16,7 +16,8 @@ import pytest
 import torch
 from specs import make_spec
 
-from bnstudy import cli, data, io, results, tables
+from bnstudy import cli, data, io, results
+from bnstudy.tables import layout
 from bnstudy.train import checkpoints
 from bnstudy.train import loop as training
 
@@ -35,7 +36,7 @@ def root(tmp_path_factory):
     for norm in GRID["tiny"]["norms"]:
         for seed in GRID["tiny"]["seeds"]:
             spec = make_spec(norm=norm, seed=seed, training=TRAINING, experiment="tiny")
-            out = [tables.run_file(root, "tiny", norm, seed, f)
+            out = [layout.run_file(root, "tiny", norm, seed, f)
                    for f in ("checkpoints.pt", "history.parquet")]
             assert cli.main(["train", "--data", str(npz), "--spec", json.dumps(spec),
                              "--device", "cpu", "--out-checkpoints", out[0],
@@ -72,7 +73,7 @@ def test_runs_lists_every_run(root):
 def test_model_has_the_stored_weights_and_restores_predictions(root, step):
     r = results.load(root)
     ck = r.checkpoint("tiny", "batchnorm", 1, step=step)
-    run = checkpoints.load(tables.run_file(root, "tiny", "batchnorm", 1, "checkpoints.pt"))
+    run = checkpoints.load(layout.run_file(root, "tiny", "batchnorm", 1, "checkpoints.pt"))
     assert ck.steps == [0, 4, 8, 12] and ck.step == step and ck.spec == run["spec"]
     stored = run["checkpoints"][ck.steps.index(step)]
     state = ck.model.state_dict()

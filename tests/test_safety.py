@@ -22,7 +22,8 @@ import pytest
 import yaml
 from harness import snakemake
 
-from bnstudy import cli, io, tables
+from bnstudy import cli, io
+from bnstudy.tables import layout
 
 pytestmark = pytest.mark.workflow
 
@@ -147,7 +148,7 @@ def test_logs_live_under_each_studys_results(project):
 def test_aggregate_verb_reads_thousands_of_runs_from_the_grid(tmp_path):
     grid = {"e1": {"norms": ["none", "batchnorm"], "seeds": list(range(700))},
             "e2": {"norms": ["layernorm"], "seeds": list(range(600))}}
-    files = tables.grid_files(tmp_path, grid, "t.parquet")
+    files = layout.grid_files(tmp_path, grid, "t.parquet")
     assert len(files) == 2000
     for f in files:
         e, n, s = Path(f).parts[-4:-1]
@@ -179,7 +180,7 @@ def test_aggregate_verb_reads_thousands_of_runs_from_the_grid(tmp_path):
 ])
 def test_grid_files_rejects_a_bad_grid(grid, name, message):
     with pytest.raises(ValueError, match=message):
-        tables.grid_files("results", grid, name)
+        layout.grid_files("results", grid, name)
 
 
 def test_a_grid_of_thousands_of_runs_keeps_the_commands_small(project):
@@ -204,7 +205,7 @@ def test_a_grid_of_thousands_of_runs_keeps_the_commands_small(project):
             snakemake(project, "--cores", "1", at, "--configfile", str(cfg_path))
             words = (project / at).read_text().splitlines()
         grid = json.loads(words[words.index("--grid") + 1])
-        assert len(tables.grid_files("results", grid, name)) == 4000
+        assert len(layout.grid_files("results", grid, name)) == 4000
 
 
 # -- retries and rebuilding ------------------------------------------------------------------

@@ -24,7 +24,8 @@ def _fresh(code: str) -> None:
     assert out.returncode == 0, out.stderr[-3000:]
 
 
-@pytest.mark.parametrize("module", ["bnstudy.io", "bnstudy.tables", "bnstudy.claims.ledger",
+@pytest.mark.parametrize("module", ["bnstudy.io", "bnstudy.tables.aggregation",
+                                    "bnstudy.tables.intervals", "bnstudy.claims.ledger",
                                     "bnstudy.report.build", "bnstudy.plots"])
 def test_table_only_modules_do_not_import_torch(module):
     _fresh(f"""
@@ -60,8 +61,9 @@ def test_aggregate_and_provenance_do_not_import_torch(tmp_path):
     _fresh(f"""
         import sys
         from importlib import metadata
-        from bnstudy import io, tables
-        out = tables.aggregate([{str(tmp_path / "run0.parquet")!r},
+        from bnstudy import io
+        from bnstudy.tables import aggregation
+        out = aggregation.aggregate([{str(tmp_path / "run0.parquet")!r},
                                 {str(tmp_path / "run1.parquet")!r}],
                                {str(tmp_path / "all.parquet")!r})
         assert len(out) == 2

@@ -281,13 +281,13 @@ def test_sweep_axes_become_named_values_of_each_experiment():
 def test_axis_columns_are_added_to_tables_without_overwriting_their_own():
     import pandas as pd
 
-    from bnstudy import tables
+    from bnstudy.tables import aggregation
 
     df = pd.DataFrame({"experiment": ["a", "b", "c"], "alpha": [9.0, 9.0, 9.0]})
     grid = {"a": {"norms": ["none"], "seeds": [0], "axes": {"alpha": 0.5, "data_seed": 1}},
             "b": {"norms": ["none"], "seeds": [0], "axes": {"alpha": 1.0, "data_seed": 2}},
             "c": {"norms": ["none"], "seeds": [0]}}
-    out = tables.with_axes(df, grid)
+    out = aggregation.with_axes(df, grid)
     assert out["data_seed"].tolist()[:2] == [1, 2] and pd.isna(out["data_seed"].iloc[2])
     assert out["alpha"].tolist() == [9.0, 9.0, 9.0]  # the table's own column wins
 

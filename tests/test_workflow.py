@@ -14,9 +14,10 @@ import pytest
 import yaml
 from harness import dry_run, job_counts, snakemake, tiny_config, write_config
 
-from bnstudy import io, measures, tables
+from bnstudy import io, measures
 from bnstudy.config import study
 from bnstudy.plan import Plan
+from bnstudy.tables import layout
 
 TRAINING_COLUMNS = ["dataset", "model", "norm", "seed", "step", "split", "loss", "accuracy",
                     "diverged"]
@@ -118,7 +119,7 @@ def test_one_job_per_measure_and_experiment_writing_experiment_tables(full_plan,
             plan.measure_experiments(m)), m
         for j in jobs:
             e, b = j["wildcards"]["experiment"], j["wildcards"]["block"]
-            assert b == tables.seeds_label(plan.experiments[e]["seeds"]), j
+            assert b == layout.seeds_label(plan.experiments[e]["seeds"]), j
             assert sorted(j["output"]) == sorted(
                 f"results/runs/{e}/seeds{b}/{t}.parquet" for t in measures.REGISTRY[m].tables), j
             assert j["log"] == [f"results/logs/{m}/{e}/seeds{b}.log"], j
@@ -141,7 +142,7 @@ def test_run_folders_hold_only_training_files(local, plan):
     per_run = {p.name for e, n, s in plan.runs for p in (runs / e / n / f"seed{s}").iterdir()}
     assert per_run == {"checkpoints.pt", "history.parquet"}
     for e in plan.experiments:
-        label = tables.seeds_label(plan.experiments[e]["seeds"])
+        label = layout.seeds_label(plan.experiments[e]["seeds"])
         assert not list((runs / e).glob("*.parquet")), e
         found = {p.name for p in (runs / e / f"seeds{label}").glob("*.parquet")}
         assert found == {f"{t}.parquet" for m in plan.experiment_measures(e)

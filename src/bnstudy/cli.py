@@ -113,7 +113,8 @@ def cmd_measure(a) -> None:
 
     import pandas as pd
 
-    from bnstudy import data, io, measures, tables
+    from bnstudy import data, io, measures
+    from bnstudy.tables import layout
     from bnstudy.train import checkpoints
     from bnstudy.train import loop as training
 
@@ -126,7 +127,7 @@ def cmd_measure(a) -> None:
         raise ValueError(f"--grid must hold exactly the experiment {a.experiment!r}, "
                          f"got {sorted(a.grid)}")
     options = measure.options.parse(a.options)  # checked once, here; typed from now on
-    files = tables.grid_files(a.results, a.grid, "checkpoints.pt")
+    files = layout.grid_files(a.results, a.grid, "checkpoints.pt")
     dev = training.resolve_device(a.device)
     _set_threads(a.threads)
     ds = data.load(a.data)
@@ -211,9 +212,9 @@ def cmd_replication_table(a) -> None:
 
 
 def cmd_aggregate(a) -> None:
-    from bnstudy import tables
+    from bnstudy.tables import aggregation
 
-    tables.aggregate_grid(a.results, a.grid, a.name, a.out, level=a.level)
+    aggregation.aggregate_grid(a.results, a.grid, a.name, a.out, level=a.level)
 
 
 def cmd_plot(a) -> None:

@@ -15,7 +15,8 @@ A column name means one thing everywhere, so it has one type everywhere (:data:`
 - measured quantities shared by several tables are ``float64``.
 
 :func:`normalize` casts a table's declared columns to their type; every table goes through it
-where it is written (:func:`bnstudy.tables.aggregate`), and readers of tables written before
+where it is written (:func:`bnstudy.tables.aggregation.aggregate`), and readers of tables written
+before
 (``layer`` was the integer position in ics) may pass them through it too: it is idempotent.
 Columns not declared keep their type, but an object column mixing strings with other values is
 refused (Parquet would store it as neither).

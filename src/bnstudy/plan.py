@@ -40,12 +40,13 @@ import os
 from dataclasses import dataclass
 from functools import cached_property
 
-from bnstudy import analyses, measures, plots, tables
+from bnstudy import analyses, measures, plots
 from bnstudy.codeversion import code_version
 from bnstudy.networks import norms
 from bnstudy.plan_figures import Figures
 from bnstudy.plan_resources import Resources
 from bnstudy.replication.schedule import Rounds
+from bnstudy.tables import layout
 
 # The package modules each fixed stage's command imports (entries of its code hash).
 STAGE_CODE = {
@@ -53,9 +54,9 @@ STAGE_CODE = {
     # and the module of the run's normalizer: Plan.train_code
     "train": ("train/loop.py", "networks/models.py", "networks/normalizers.py",
               "train/checkpoints.py", "io.py"),
-    "tables": ("tables.py", "io.py"),
+    "tables": ("tables/aggregation.py", "io.py"),
     "plots": ("plots/__init__.py", "io.py"),
-    "report": ("report/build.py", "tables.py", "io.py", "plots/__init__.py"),
+    "report": ("report/build.py", "tables/intervals.py", "io.py", "plots/__init__.py"),
     "analyses": ("analyses/__init__.py", "io.py"),
     "claims": ("claims/ledger.py", "io.py"),
     "rounds": ("replication/rounds.py", "io.py"),
@@ -90,7 +91,7 @@ class Plan(Rounds, Figures, Resources):
         return self.res("logs", rule, *parts)
 
     def run_file(self, experiment, norm, seed, name: str) -> str:
-        return tables.run_file(self.results, experiment, norm, seed, name)
+        return layout.run_file(self.results, experiment, norm, seed, name)
 
     # -- runs and measures -------------------------------------------------------------------
     @cached_property
@@ -151,13 +152,13 @@ class Plan(Rounds, Figures, Resources):
 
     def block_grid(self, experiment: str, label: str) -> dict:
         """The grid of one block of an experiment's seeds (a measure job's runs)."""
-        seeds = tables.label_seeds(label)
+        seeds = layout.label_seeds(label)
         policy = self.policies.get(experiment)
         planned = ([self.seeds(experiment)] if policy is None else
                    self.blocks(experiment, len(policy.rounds) - 1))
         if seeds not in planned:
             raise ValueError(f"seeds {label!r} are not a block of experiment {experiment!r}; "
-                             f"its blocks: {[tables.seeds_label(b) for b in planned]}")
+                             f"its blocks: {[layout.seeds_label(b) for b in planned]}")
         # block j's normalizers are in round j - 1's record, read only once the block is asked
         # for (a round's jobs exist once the round before it is done)
         norms = (list(self.experiments[experiment]["norms"]) if policy is None else
@@ -182,7 +183,7 @@ class Plan(Rounds, Figures, Resources):
         return self.res("data", f"{self.experiments[experiment]['dataset']}.npz")
 
     def checkpoints(self, experiment: str, label: str) -> list[str]:
-        return tables.grid_files(self.results, self.block_grid(experiment, label),
+        return layout.grid_files(self.results, self.block_grid(experiment, label),
                                  "checkpoints.pt")
 
     def measure_outputs(self, measure: str) -> dict[str, str]:
@@ -202,8 +203,8 @@ class Plan(Rounds, Figures, Resources):
         """A table's parts (its experiments' runs or blocks, at ``looks``: default final)."""
         grid = self.grid(self.table_experiments(table), looks)
         if table == HISTORY:
-            return tables.grid_files(self.results, grid, "history.parquet")
-        return tables.experiment_files(self.results, grid, f"{table}.parquet")
+            return layout.grid_files(self.results, grid, "history.parquet")
+        return layout.experiment_files(self.results, grid, f"{table}.parquet")
 
     def table_grid(self, table: str) -> str:
         return _json(self.grid(self.table_experiments(table)))

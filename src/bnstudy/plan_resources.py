@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 from functools import cached_property
 
-from bnstudy import data, measures, model_size, resources, tables
+from bnstudy import data, measures, model_size, resources
+from bnstudy.tables import layout
 
 FIXED_RULES = ("prepare_data", "train", "aggregate", "analysis", "claims", "report",
                "replication_round", "replication_table")
@@ -90,7 +91,7 @@ class Resources:
             e = wildcards["experiment"]
             size, n_train, n_te, training = self._experiment(e)
             opts = measures.REGISTRY[rule].options.parse(self.config.get(rule, {}))
-            runs = len(self.experiments[e]["norms"]) * len(tables.label_seeds(wildcards["block"]))
+            runs = len(self.experiments[e]["norms"]) * len(layout.label_seeds(wildcards["block"]))
             return resources.measure_work(rule, opts, size, n_train, n_te, training).times(runs)
         if rule == "prepare_data":
             shape, _, n_train, n_te = self._dataset(wildcards["dataset"])
@@ -142,7 +143,7 @@ class Resources:
                          for e, x in self.experiments.items() for n in x["norms"]
                          for s in self._planned_seeds(e)]}
         for m in self.measures:
-            out[m] = [{"experiment": e, "block": tables.seeds_label(b)}
+            out[m] = [{"experiment": e, "block": layout.seeds_label(b)}
                       for e in self.measure_experiments(m) for b in self._planned_blocks(e)]
         out["analysis"] = [{"analysis": a} for a in self.analyses]
         out["aggregate"] = [{"table": t} for t in self.tables]

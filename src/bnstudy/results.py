@@ -23,7 +23,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from bnstudy import data, io, tables
+from bnstudy import data, io
+from bnstudy.tables import layout
 from bnstudy.train import checkpoints
 from bnstudy.train.spec import RunSpec
 
@@ -115,7 +116,7 @@ class Results:
         verified."""
         key = (str(experiment), str(norm), int(seed))
         if key not in self._runs:
-            path = Path(tables.run_file(self.root, *key, "checkpoints.pt"))
+            path = Path(layout.run_file(self.root, *key, "checkpoints.pt"))
             if not path.is_file():
                 have = self.runs()
                 exp = have[have["experiment"] == key[0]]

@@ -18,8 +18,8 @@ rule job_arguments:
         "../scripts/write_arguments.py"
 
 
-# The grid names the runs rather than their files; the verb finds each part with bnstudy.tables,
-# as the plan does here, and adds the sweep axes as columns.
+# The grid names the runs rather than their files; the verb finds each part with
+# bnstudy.tables.layout, as the plan does here, and adds the sweep axes as columns.
 rule aggregate:
     input:
         parts=get_table_inputs,

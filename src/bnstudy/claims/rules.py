@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bnstudy.tables import t_half_width
+from bnstudy.tables.intervals import t_half_width
 
 RULES = ("less", "more", "no_less", "no_more", "equivalent")
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from bnstudy import lazy
 from bnstudy.claims.rules import RULES, verdict
-from bnstudy.tables import t_half_width
+from bnstudy.tables.intervals import t_half_width
 
 stats = lazy.module("scipy.stats")  # the workflow planner reads check_rounds at parse time
 

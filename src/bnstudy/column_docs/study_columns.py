@@ -144,8 +144,8 @@ COLUMNS = {
 
 # Declared in bnstudy.columns but carried by no table the package writes.
 OTHER = {
-    "n_runs": "runs in a summary group (`bnstudy.tables.summarize` and the variance split, "
-              "computed for the report, not written)",
+    "n_runs": "runs in a summary group (`bnstudy.tables.intervals.summarize` and the variance "
+              "split, computed for the report, not written)",
     "n_inits": "no written table carries it (the dannemann analysis's option of that name: "
                "its random GD starts)",
     "n_angles": "no written table carries it (the dannemann analysis's option of that name: "

@@ -10,7 +10,8 @@ does the expanding; this module says which keys name swept entries (:func:`impli
 :func:`named_family`), that a name is neither an entry nor a swept one (:func:`check_references`)
 and which axis values become each experiment's columns (:func:`experiment_axes`).
 
-A column named like a table's own column would lose to it (:func:`bnstudy.tables.with_axes`
+A column named like a table's own column would lose to it
+(:func:`bnstudy.tables.aggregation.with_axes`
 keeps a table's column: the training table's ``lr`` is the step's rate, after the schedule), so
 a model's or training's axis named like a declared or identifying column is its entry's
 section's prefix plus the axis: ``training_lr``, ``model_init``, as a dataset's ``seed`` is

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnstudy.tables import mean_ci
+from bnstudy.tables.intervals import mean_ci
 
 GEOMETRY = ("on a log axis the line is the geometric mean over seeds and the band the 95% "
             "Student-t CI of the log, exponentiated; a cosine's or a fraction's band is the CI "

@@ -26,7 +26,7 @@ from bnstudy.plots import (
     seed_ci,
 )
 from bnstudy.plots.bands import band
-from bnstudy.tables import mean_ci
+from bnstudy.tables.intervals import mean_ci
 
 sns = lazy.module("seaborn")
 

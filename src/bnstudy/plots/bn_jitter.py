@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bnstudy import lazy, tables
+from bnstudy import lazy
 from bnstudy.plots import (
     Family,
     Section,
@@ -28,6 +28,7 @@ from bnstudy.plots import (
     title,
 )
 from bnstudy.plots import bn_jitter_lines as lines
+from bnstudy.tables import intervals
 
 # imported on first use (bnstudy.lazy): importing this module stays cheap
 plt = lazy.module("matplotlib.pyplot")
@@ -178,7 +179,7 @@ def _fmt(v: float, pct: bool = False) -> str:
 
 def _mean_ci(values, pct: bool = False) -> str:
     """'mean ± CI half-width' over seeds (95% Student t), or the mean alone for one seed."""
-    m, lo, hi, n = tables.mean_ci(values)
+    m, lo, hi, n = intervals.mean_ci(values)
     if not np.isfinite(m):
         return "n/a"
     if pct:

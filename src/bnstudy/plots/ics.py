@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bnstudy import columns, lazy, tables
+from bnstudy import columns, lazy
 from bnstudy.plots import (
     Family,
     Section,
@@ -30,6 +30,7 @@ from bnstudy.plots import (
     title,
 )
 from bnstudy.plots.bands import GEOMETRY, band
+from bnstudy.tables import intervals
 
 # imported on first use (bnstudy.lazy): importing this module stays cheap
 sns = lazy.module("seaborn")
@@ -161,7 +162,7 @@ def _run_means(df: pd.DataFrame, col: str) -> pd.Series:
 
 
 def _fmt(values) -> str:
-    m, lo, hi, n = tables.mean_ci(values)
+    m, lo, hi, n = intervals.mean_ci(values)
     if not np.isfinite(m):
         return "n/a"
     return f"{m:.3g}" if not np.isfinite(lo) else f"{m:.3g} ± {(hi - lo) / 2:.2g}"

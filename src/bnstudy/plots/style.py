@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from bnstudy import lazy
-from bnstudy.tables import mean_ci
+from bnstudy.tables.intervals import mean_ci
 
 plt = lazy.module("matplotlib.pyplot")
 sns = lazy.module("seaborn")

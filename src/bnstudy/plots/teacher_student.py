@@ -10,7 +10,7 @@ import pandas as pd
 
 from bnstudy import lazy
 from bnstudy.plots import Family, figure, finish, label, message, register, seed_ci, step_axis
-from bnstudy.tables import mean_ci
+from bnstudy.tables.intervals import mean_ci
 from bnstudy.theory import luo as lt
 
 # imported on first use (bnstudy.lazy): importing this module stays cheap

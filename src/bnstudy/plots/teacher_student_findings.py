@@ -15,7 +15,7 @@ from bnstudy.plots.teacher_student import (
     sweeps,
     zeta_of,
 )
-from bnstudy.tables import mean_ci
+from bnstudy.tables.intervals import mean_ci
 
 SECTION_TEXT = (
     "Luo §4's teacher-student regression. Data (dataset kind teacher_student): x ~ N(0, I/N), a "

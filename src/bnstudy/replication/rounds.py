@@ -24,9 +24,10 @@ import json
 
 import pandas as pd
 
-from bnstudy import io, tables
+from bnstudy import io
 from bnstudy.claims import sequential
 from bnstudy.claims.ledger import evaluate
+from bnstudy.tables import aggregation
 
 DECIDED = ("supported", "not supported")
 
@@ -38,7 +39,7 @@ def frames(results: str, grid: dict, spec: dict) -> dict[str, pd.DataFrame]:
     for name, s in spec.items():
         sub = {e: grid[e] for e in s["experiments"] if e in grid}
         if sub:
-            out[name] = tables.grid_table(results, sub, s["file"], s["level"])
+            out[name] = aggregation.grid_table(results, sub, s["file"], s["level"])
     return out
 
 

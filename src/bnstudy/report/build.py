@@ -19,12 +19,13 @@ import jinja2
 import pandas as pd
 import yaml
 
-from bnstudy import io, plots, tables
+from bnstudy import io, plots
 from bnstudy.report import prose as report_prose
 from bnstudy.report import rounds as report_rounds
 from bnstudy.report import summary as report_summary
 from bnstudy.report import template as report_template
 from bnstudy.report import variance as report_variance
+from bnstudy.tables import intervals, layout
 
 # Sections by question: partition density, ICS, smoothness, generalization and training, BN
 # jitter, teacher-student, the counterexample; sections not listed follow in registration order.
@@ -52,15 +53,15 @@ def _last_steps(df: pd.DataFrame) -> pd.DataFrame:
 def summary_table(df: pd.DataFrame, section: plots.Section, level: float) -> str:
     if section.summary_filter.get("last_step"):
         df = _last_steps(df)
-    by = [c for c in tables.GROUP if c in df.columns]
+    by = [c for c in layout.GROUP if c in df.columns]
     for extra in ("split", "layer", "point_set"):
         if extra in df.columns and extra in section.summary_filter.get("by", ("split",)):
             by.append(extra)
     cols = [c for c in section.summary_columns if c in df.columns]
     if not cols or df.empty:
         return ""
-    s = tables.summarize(df, cols, by=by, level=level)
-    s["value"] = s.apply(tables.format_mean_ci, axis=1)
+    s = intervals.summarize(df, cols, by=by, level=level)
+    s["value"] = s.apply(intervals.format_mean_ci, axis=1)
     wide = s.pivot_table(index=by, columns="quantity", values="value", aggfunc="first")
     wide = wide[[c for c in cols if c in wide.columns]]
     wide.columns.name = None  # the pivot's "quantity" would print as an empty header column
