@@ -124,6 +124,15 @@ def test_a_finished_study_reruns_nothing(project):
     assert harness.dry_run(project["project"]) == []
 
 
+def test_the_plan_counts_the_jobs_the_workflow_ran(project):
+    """Plan.job_counts (what the README's study table states) is what Snakemake ran: every rule,
+    the rounds' jobs included."""
+    from collections import Counter
+
+    ran = Counter(j["rule"] for j in project["jobs"])
+    assert _plan(project["project"]).job_counts() == dict(ran)
+
+
 def test_more_rounds_train_and_measure_only_the_new_seeds(project):
     """Raising star's rounds to [2, 3, 4] after the study finished: the rounds are re-read at
     the new split (looks of three), and only seed 3's runs are trained and block 3 measured."""
@@ -143,3 +152,4 @@ def test_more_rounds_train_and_measure_only_the_new_seeds(project):
     assert _plan(p).seeds("star") == [0, 1, 2, 3]
     assert layout.label_seeds("3") == [3]
     assert harness.dry_run(p) == []
+

@@ -246,8 +246,11 @@ def cmd_ledger(a) -> None:
     from bnstudy.claims import markdown as ledger_markdown
 
     if a.readme:
+        from bnstudy import study_counts
+
         n = ledger_markdown.rewrite_file(a.readme)
-        log.info("%s: %d ledger block(s) regenerated", a.readme, n)
+        k = study_counts.rewrite_file(a.readme)
+        log.info("%s: %d ledger block(s) and %d counts block(s) regenerated", a.readme, n, k)
     for d in a.results:
         print(f"## {d}\n\n{ledger_markdown.table(ledger_markdown.read(d))}")
 

@@ -129,7 +129,8 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("ledger", help="print a study's claims ledger as Markdown, or rewrite "
                        "the ledger blocks of a Markdown file (the README) from the ledgers")
     s.add_argument("results", nargs="*", help="results directories whose ledgers to print")
-    s.add_argument("--readme", help="Markdown file whose <!-- ledger: DIR --> blocks to rewrite")
+    s.add_argument("--readme", help="Markdown file whose <!-- ledger: DIR --> blocks (and "
+                   "<!-- counts: CONFIG DIR --> blocks: bnstudy.study_counts) to rewrite")
 
     s = sub.add_parser("columns", help="print the column dictionary of the study's tables as "
                        "Markdown, or rewrite the column block of a Markdown file")

@@ -271,6 +271,24 @@ class Plan(Rounds, Figures, Resources):
         # every plot module: figure families and the report sections they register
         return self.code("report", sorted(f"plots/{m}.py" for m in plots.MODULES))
 
+    def job_counts(self) -> dict[str, int]:
+        """How many jobs of each rule the study runs, its replication rounds as the round files
+        record them (what the README's study table states; ``python -m bnstudy counts``)."""
+        counts: dict[str, int] = {"prepare_data": len({x["dataset"]
+                                                        for x in self.experiments.values()})}
+        grid = self.grid(self.experiments)
+        counts["train"] = len(layout.grid_files(self.results, grid, "x"))
+        for m in self.measures:
+            counts[m] = sum(len(grid[e]["blocks"]) for e in self.measure_experiments(m))
+        rounds = len(self.round_files())
+        counts.update({"replication_round": rounds, "replication_table": int(bool(rounds)),
+                       "aggregate": len(self.tables), "analysis": len(self.analyses),
+                       **{f"plot_{f}": 1 for f in self.figures}, "claims": 1, "report": 1})
+        # the argument files: every job of argument_jobs but the rounds not taken
+        counts["job_arguments"] = len(self.argument_jobs) - (self.max_rounds - rounds)
+        counts["all"] = 1
+        return {k: v for k, v in counts.items() if v}
+
     def final_outputs(self) -> list[str]:
         return [self.res("report.html"), self.res("tables", "claims.parquet"),
                 *self.all_tables(), *self.all_figures()]

@@ -1,0 +1,30 @@
+"""The README's job counts are generated (bnstudy.study_counts): a counts block names a study's
+config and results directory and is rewritten from the plan, so it cannot go stale."""
+
+from __future__ import annotations
+
+import harness
+
+from bnstudy import study_counts
+from bnstudy.config import study
+from bnstudy.plan import Plan
+
+
+def test_a_counts_block_is_rewritten_from_the_plan(tmp_path):
+    cfg = harness.tiny_config()
+    harness.write_config(tmp_path / "study.yaml", {**cfg, "results": "out"})
+    text = ("Before.\n\n<!-- counts: study.yaml out -->\nstale: 3 jobs\n<!-- /counts -->\n"
+            "After.\n")
+    (tmp_path / "README.md").write_text(text)
+    assert study_counts.rewrite_file(tmp_path / "README.md") == 1
+    new = (tmp_path / "README.md").read_text()
+    plan = Plan({**study.check(study.load([tmp_path / "study.yaml"]), local=False),
+                 "results": str(tmp_path / "out")})
+    c = plan.job_counts()
+    runs = sum(len(x["norms"]) * len(x["seeds"]) for x in plan.experiments.values())
+    assert c["train"] == runs and c["all"] == 1 and c["claims"] == c["report"] == 1
+    assert f"`study.yaml`: {sum(c.values())} jobs: " in new and "stale" not in new
+    assert f"{runs} training runs" in new and new.startswith("Before.") and "After." in new
+    # idempotent: a second rewrite changes nothing
+    study_counts.rewrite_file(tmp_path / "README.md")
+    assert (tmp_path / "README.md").read_text() == new
