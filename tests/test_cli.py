@@ -1,5 +1,7 @@
 """The command line's own verbs: --version and list."""
 
+from pathlib import Path
+
 import pytest
 
 from bnstudy import cli, data, measures
@@ -85,3 +87,18 @@ def test_check_states_the_runs_replication_can_add(tmp_path, capsys):
     assert cli.main(["check", bad]) != 0
     err = capsys.readouterr().err
     assert "experiments.e.seeds: 4 seeds [0, 1, 2, 3] are more than the first" in err, err
+
+
+def test_check_all_passes_every_shipped_study(capsys, monkeypatch):
+    """`python -m bnstudy check --all` checks the default study and every study of
+    config/studies (each on its own, so a broken `extends:` child such as a paper config whose
+    parent lost an entry it names is caught here, in CI, not at its first dry run). As for a
+    cluster run: the paper studies' real datasets are checked at their jobs, not here."""
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)
+    assert cli.main(["check", "--all", "--cluster"]) == 0
+    out = capsys.readouterr().out
+    studies = sorted(p.relative_to(root).as_posix() for p in (root / "config/studies").glob(
+        "*.yaml"))
+    for name in ["config/config.yaml", *studies]:
+        assert f"{name}: config OK" in out, name
