@@ -39,7 +39,7 @@ def central_diff(f, w, h=1e-6):
 
 @pytest.fixture(scope="module")
 def table():
-    return pd.DataFrame(dannemann.run(SMALL))
+    return pd.DataFrame(dannemann.run(dannemann.Options.parse(SMALL)))
 
 
 def rec(df, record):
@@ -183,22 +183,28 @@ def test_deterministic_given_seed():
 
 
 @pytest.mark.parametrize("bad, match", [
-    ({"stepz": 3}, "unknown dannemann option"),
-    ({"steps": 0}, "steps must be an integer >= 1"),
-    ({"n_inits": 1.5}, "n_inits must be an integer"),
-    ({"eps": 0.0}, "eps must be a finite number > 0"),
-    ({"lr": True}, "lr must be a finite number > 0"),
-    ({"n_angles": 4}, "n_angles must be an integer >= 16"),
+    ({"stepz": 3}, r"unknown analyses.dannemann option\(s\) \['stepz'\]; valid: \[.*'steps'"),
+    ({"steps": 0}, r"analyses.dannemann.steps=0: need a value >= 1"),
+    ({"n_inits": 1.5}, r"analyses.dannemann.n_inits=1.5: need an integer"),
+    ({"eps": 0.0}, r"analyses.dannemann.eps=0.0: need a finite number > 0"),
+    ({"lr": True}, r"analyses.dannemann.lr=True: need a number"),
+    ({"n_angles": 4}, r"analyses.dannemann.n_angles=4: need a value >= 16"),
 ])
 def test_bad_options(bad, match):
     with pytest.raises(ValueError, match=match):
-        dannemann.parse_options(bad)
+        dannemann.Options.parse(bad)
 
 
 def test_registry_entry():
     a = analyses.get("dannemann")
-    assert a.run is dannemann.run and a.check_options is dannemann.parse_options
+    assert a.run is dannemann.run and a.options is dannemann.Options
     assert a.source == "analyses/dannemann.py"
+
+
+def test_run_takes_parsed_options_or_their_config_section():
+    opts = {**SMALL, "steps": 5, "steps_plain": 5, "n_angles": 64}
+    pd.testing.assert_frame_equal(pd.DataFrame(dannemann.run(dannemann.Options.parse(opts))),
+                                  pd.DataFrame(dannemann.run(opts)))
 
 
 def test_figure_and_findings(table):

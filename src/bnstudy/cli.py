@@ -161,9 +161,10 @@ def cmd_analysis(a) -> None:
     from bnstudy import analyses, io
 
     analysis = analyses.get(a.name)
+    options = analysis.options.parse(a.options)  # checked once, here; typed from now on
     _set_threads(a.threads)
     t0 = time.perf_counter()
-    rows = analysis.run(a.options)
+    rows = analysis.run(options)
     prov = io.provenance(io.stable_hash([a.name, a.options]), "cpu", analysis=a.name,
                          options=a.options)
     io.write_table(pd.DataFrame(rows), a.out, prov)

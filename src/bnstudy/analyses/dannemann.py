@@ -48,47 +48,62 @@ reaches ~120 at unit norm) are kicked to large norms and then converge slowly, h
 defaults: init_std = 3 (about ||W*||) and 10^4 steps at lr = 0.1. Runs on CPU in float64,
 deterministic given ``seed``.
 
-Options (config ``analyses: {dannemann: {...}}``), defaults in brackets: ``n_inits`` (int >= 0,
-[8]), ``steps`` (int >= 1, [10000]), ``steps_plain`` (int >= 1, [3000]), ``lr`` (> 0, [0.1]),
-``lr_plain`` (> 0, [0.025]; below 1 / 39.7, 39.7 the top eigenvalue of C's Hessian 2 X'X,
-GD on C does not zigzag),
-``seed`` (int >= 0, [0]), ``eps`` (> 0, [1e-12]), ``init_std`` (> 0, [3.0]),
-``record_every`` (int >= 1, [20]), ``n_angles`` (int >= 16, [3600]), ``fd_step`` (> 0, [1e-6]).
+Options (config ``analyses: {dannemann: {...}}``): the fields of :class:`Options`, each with
+its default, range and meaning; an error names ``analyses.dannemann.<key>``, the bad value and
+the valid range.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field, fields
+from typing import ClassVar
 
 import numpy as np
 
+from bnstudy import options
 from bnstudy.theory import dannemann_example as ex
 
-OPTIONS = {"n_inits": 8, "steps": 10000, "steps_plain": 3000, "lr": 0.1, "lr_plain": 0.025,
-           "seed": 0, "eps": 1e-12, "init_std": 3.0, "record_every": 20, "n_angles": 3600,
-           "fd_step": 1e-6}
-_INTS = {"n_inits": 0, "steps": 1, "steps_plain": 1, "seed": 0, "record_every": 1,
-         "n_angles": 16}
+NAME = "dannemann"
 
 
-def parse_options(options: dict | None) -> dict:
-    """Options with defaults filled in; bad values raise ValueError naming the valid range."""
-    opts = dict(OPTIONS)
-    opts.update(options or {})
-    unknown = sorted(set(opts) - set(OPTIONS))
-    if unknown:
-        raise ValueError(f"unknown dannemann option(s) {unknown}; valid: {sorted(OPTIONS)}")
-    for key, low in _INTS.items():
-        v = opts[key]
-        if isinstance(v, bool) or not isinstance(v, int) or v < low:
-            raise ValueError(f"dannemann {key} must be an integer >= {low}, got {v!r}")
-    for key in ("lr", "lr_plain", "eps", "init_std", "fd_step"):
-        v = opts[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 \
-                or not math.isfinite(v):
-            raise ValueError(f"dannemann {key} must be a finite number > 0, got {v!r}")
-        opts[key] = float(v)
-    return opts
+def _positive(default: float, doc: str):
+    """A float field that must be finite and > 0 (checked by :meth:`Options.validate`)."""
+    return field(default=default, metadata={"doc": f"{doc} (a finite number > 0)",
+                                            "positive": True})
+
+
+@dataclass(frozen=True)
+class Options(options.Options):
+    """The counterexample's settings: gradient descent on both costs, the random inits, the
+    landscape scan and the numerical steps (the paper's setting itself is fixed)."""
+
+    SECTION: ClassVar[str] = "analyses.dannemann"
+
+    n_inits: int = options.at_least(
+        8, 0, doc="seeded random inits w0 ~ N(0, init_std^2 I), besides the paper's W0 = W*")
+    steps: int = options.at_least(10000, 1, doc="full-batch GD steps on the BN cost C^")
+    steps_plain: int = options.at_least(3000, 1, doc="full-batch GD steps on the plain cost C")
+    lr: float = _positive(0.1, "GD learning rate on C^")
+    lr_plain: float = _positive(
+        0.025, "GD learning rate on C; below 1 / 39.7 (39.7 the top eigenvalue of C's Hessian "
+               "2 X'X) GD on C does not zigzag")
+    seed: int = options.at_least(0, 0, doc="seed of the random inits")
+    eps: float = _positive(
+        1e-12, "BN eps of the torch layer (autograd and GD; torch refuses 0 in train mode); "
+               "the closed form, the scan and the lemma use the paper's eps = 0")
+    init_std: float = _positive(3.0, "standard deviation of the random inits (||W*|| ~ 3.2)")
+    record_every: int = options.at_least(
+        20, 1, doc="trajectory rows: steps 0..100, then every record_every-th step")
+    n_angles: int = options.at_least(
+        3600, 16, doc="directions at radius ||W*|| scanned for C^'s local minima")
+    fd_step: float = _positive(
+        1e-6, "central-difference step of the paper-formula gradient")
+
+    def validate(self) -> None:
+        for f in fields(self):
+            if f.metadata.get("positive") and not 0 < getattr(self, f.name) < math.inf:
+                self.fail(f.name, "need a finite number > 0")
 
 
 # -- the two costs ---------------------------------------------------------------------------
@@ -105,14 +120,15 @@ def _gradient_rows(w_star: np.ndarray, eps: float, h: float) -> list[dict]:
              "grad_dot_w": float(g @ w_star), "loss": loss} for m, g, loss in rows]
 
 
-def run(options: dict) -> list[dict]:
-    """All rows of the ``dannemann`` table (see the module docstring for the records)."""
-    o = parse_options(options)
+def run(opts: Options | dict | None = None) -> list[dict]:
+    """All rows of the ``dannemann`` table (see the module docstring for the records), from
+    parsed options (a config section is parsed here too: ``Options.parse`` is idempotent)."""
+    o = Options.parse(opts)
     w_star = ex.plain_optimum()
     radius = float(np.linalg.norm(w_star))
     rows = [{"record": "data", "sample": i, "x1": ex.X[i, 0], "x2": ex.X[i, 1], "y": ex.Y[i]}
             for i in range(len(ex.X))]
-    rows += _gradient_rows(w_star, o["eps"], o["fd_step"])
+    rows += _gradient_rows(w_star, o.eps, o.fd_step)
     rows.append({"record": "optimum", "method": "plain_least_squares", "objective": "plain",
                  "w1": w_star[0], "w2": w_star[1], "angle_deg": ex.angle_deg(w_star),
                  "loss": ex.plain_loss(w_star), "bn_loss_at": ex.bn_loss(w_star)})
@@ -120,7 +136,7 @@ def run(options: dict) -> list[dict]:
     rows.append({"record": "optimum", "method": "bn_centered_least_squares", "objective": "bn",
                  "w1": d[0], "w2": d[1], "angle_deg": ex.angle_deg(d), "loss": ex.bn_loss(d),
                  "line_residual": 3 * d[0] - 5 * d[1]})
-    theta, scan = ex.landscape(o["n_angles"], radius)
+    theta, scan = ex.landscape(o.n_angles, radius)
     rows += [{"record": "landscape", "objective": "bn", "angle_deg": math.degrees(t),
               "loss": v, "radius": radius} for t, v in zip(theta, scan, strict=True)]
     minima = ex.scan_minima(theta, scan, radius)
@@ -131,15 +147,15 @@ def run(options: dict) -> list[dict]:
                      "line_residual": 3 * u[0] - 5 * u[1], "n_minima": len(minima)})
     directions = [ex.unit_vector(t) for t, _ in minima]
     target = math.degrees(min(minima, key=lambda m: m[1])[0])
-    rng = np.random.default_rng(o["seed"])
-    inits = np.array([w_star] + [rng.normal(0.0, o["init_std"], 2)
-                                 for _ in range(o["n_inits"])])
+    rng = np.random.default_rng(o.seed)
+    inits = np.array([w_star] + [rng.normal(0.0, o.init_std, 2)
+                                 for _ in range(o.n_inits)])
     base = [{"init": i, "init_label": "paper W0 = W*" if i == 0 else "random", "w0_1": w0[0],
              "w0_2": w0[1]} for i, w0 in enumerate(inits)]
     reached = {}
-    for objective, lr, steps in (("bn", o["lr"], o["steps"]),
-                                 ("plain", o["lr_plain"], o["steps_plain"])):
-        path, gnorm = ex.gradient_descent(inits, objective, steps, lr, o["eps"], o["record_every"])
+    for objective, lr, steps in (("bn", o.lr, o.steps),
+                                 ("plain", o.lr_plain, o.steps_plain)):
+        path, gnorm = ex.gradient_descent(inits, objective, steps, lr, o.eps, o.record_every)
         rows += [{"record": "trajectory", "objective": objective, **b, "step": t, "w1": w[i, 0],
                   "w2": w[i, 1], "loss": v[i], "angle_deg": ex.angle_deg(w[i])}
                  for i, b in enumerate(base) for t, w, v in path]

@@ -218,11 +218,11 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
     model_cfgs = _typed("models", cfg["models"], models.ModelConfig.from_dict,
                         model_checks.check_options)
     train_cfgs = _typed("trainings", cfg["trainings"], training.TrainConfig.from_dict)
-    for name, opts in cfg.get("analyses", {}).items():
+    for name, opts in cfg.get("analyses", {}).items():  # each entry parsed by its Options
         if name not in analyses.REGISTRY:
             fail(f"analyses.{name}", f"unknown analysis; allowed: {sorted(analyses.REGISTRY)}")
         try:
-            analyses.REGISTRY[name].check_options(opts)
+            analyses.REGISTRY[name].options.parse(opts)
         except ValueError as e:
             fail(f"analyses.{name}", str(e))
     mopts = _measure_options(cfg)
