@@ -232,5 +232,10 @@ def test_snakemake_report_builds_offline(local_study):
     html = out.read_text()
     assert out.stat().st_size > 50_000, proc.stderr[-2000:]
     assert "training_curves.png" in html
+    # every figure and every table is registered (report()), under its category
+    results = local_study["project"] / "results"
+    for f in [*(results / "figures").rglob("*.png"), *(results / "tables").glob("*.parquet")]:
+        assert f.name in html, f
+    assert "Figures" in html and "Tables" in html
     assert "<script src=\"http" not in html and "<link href=\"http" not in html
     os.remove(out)

@@ -1,6 +1,10 @@
 rule analysis:
     output:
-        res("tables", "{analysis}.parquet"),
+        report(
+            res("tables", "{analysis}.parquet"),
+            caption="../report/table.rst",
+            category="Tables",
+        ),
     log:
         log_file("analysis", "{analysis}.log"),
     conda:

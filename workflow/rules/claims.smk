@@ -3,7 +3,11 @@ rule claims:
         tables=get_all_tables(),
         arguments=arguments_file("claims"),
     output:
-        res("tables", "claims.parquet"),
+        report(
+            res("tables", "claims.parquet"),
+            caption="../report/table.rst",
+            category="Tables",
+        ),
     log:
         log_file("claims.log"),
     group:

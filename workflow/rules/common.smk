@@ -4,6 +4,7 @@
 # Nothing here imports torch or matplotlib.
 
 import json
+import os
 
 from bnstudy.plan import Plan
 
@@ -161,6 +162,19 @@ def get_all_tables():
 
 def get_all_figures():
     return PLAN.all_figures()
+
+
+def get_figure_report_files(family):
+    """A figure family's files, registered with Snakemake's report (snakemake --report): each
+    figure under its family, captioned (workflow/report/figure.rst), labelled by experiment."""
+    files = PLAN.figure_files(family)
+    labels = [{"figure": family, "file": os.path.basename(f)} for f in files]
+    caption = "../report/figure.rst"
+    register = report  # (a name of its own: snakefmt reads "report" as the directive)
+    return [
+        register(f, caption=caption, category="Figures", subcategory=family, labels=label)
+        for f, label in zip(files, labels)
+    ]
 
 
 def get_final_outputs():

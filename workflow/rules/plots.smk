@@ -12,7 +12,7 @@ for _family in PLAN.figures:
             tables=PLAN.figure_tables(_family),
             arguments=arguments_file(f"plot_{_family}"),
         output:
-            PLAN.figure_files(_family),
+            get_figure_report_files(_family),
         log:
             log_file("plot", f"{_family}.log"),
         group:

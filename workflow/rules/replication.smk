@@ -34,7 +34,11 @@ rule replication_table:
     input:
         get_round_files,
     output:
-        res("tables", "replication.parquet"),
+        report(
+            res("tables", "replication.parquet"),
+            caption="../report/table.rst",
+            category="Tables",
+        ),
     log:
         log_file("replication_table.log"),
     conda:

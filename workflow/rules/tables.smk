@@ -25,7 +25,11 @@ rule aggregate:
         parts=get_table_inputs,
         arguments=arguments_file("aggregate_{table}"),
     output:
-        res("tables", "{table}.parquet"),
+        report(
+            res("tables", "{table}.parquet"),
+            caption="../report/table.rst",
+            category="Tables",
+        ),
     log:
         log_file("aggregate", "{table}.log"),
     group:
