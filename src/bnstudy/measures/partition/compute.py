@@ -205,7 +205,9 @@ def measure(model: nn.Module, ds, options: dict | Options | None = None,
     xtr = torch.as_tensor(ds.x_train, device=dev).reshape(len(ds.x_train), -1)
     rows_per_pass = budget.chunk_rows(model, xtr.shape[1], opts.memory_budget_mb,
                                       opts.chunk_rows)
-    net = frozen_copy(model, opts.bn_statistics, xtr, batch, rows_per_pass)
+    # the statistics pass keeps within the measure's memory budget too
+    net = frozen_copy(model, opts.bn_statistics, xtr, batch, rows_per_pass,
+                      int(opts.memory_budget_mb * budget.MB))
     directions = frame(xtr.shape[1], opts.n_vertices, opts.seed).to(dev)
     grid = None
     if opts.maps and xtr.shape[1] == 2:

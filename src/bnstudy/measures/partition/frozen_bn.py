@@ -38,11 +38,13 @@ from bnstudy.networks.norms.layers import set_mean_var
 
 
 @torch.no_grad()
-def population_statistics(net: nn.Module, x: torch.Tensor, chunk_rows: int = 65536) -> list:
+def population_statistics(net: nn.Module, x: torch.Tensor, chunk_rows: int = 65536,
+                          budget_bytes: int | None = None) -> list:
     """Freeze every batch-statistics layer of ``net`` at the statistics of its input over all of
     ``x``, input to output, and return them (``[(mean, var)]`` for BN layers, ``[(mean,
     scale)]`` for l_p norms; float64). Puts ``net`` in eval mode and changes its buffers: call it
-    on a copy."""
+    on a copy. ``budget_bytes``: what the suspended chunks of the one-forward pass may hold
+    (:func:`bnstudy.networks.layer_stats.layer_by_layer`; None: the device's default)."""
     layers = batch_statistics_layers(net)
     net.eval()
     accs: list = [None] * len(layers)
@@ -55,7 +57,7 @@ def population_statistics(net: nn.Module, x: torch.Tensor, chunk_rows: int = 655
         stats[j] = layers[j].population(accs[j])
         layers[j].freeze(stats[j])
 
-    layer_by_layer(net, x, chunk_rows, layers, grab, freeze)
+    layer_by_layer(net, x, chunk_rows, layers, grab, freeze, budget_bytes)
     missing = sorted(set(range(len(layers))) - set(stats))
     if missing:
         raise RuntimeError(f"batch-statistics layers {missing} are not on the forward path")
@@ -69,8 +71,10 @@ def set_buffers(bn, mean, var) -> None:
 
 @torch.no_grad()
 def frozen_copy(model: nn.Module, bn_statistics: str, x_train: torch.Tensor | None = None,
-                batch: torch.Tensor | None = None, chunk_rows: int = 65536) -> nn.Module:
-    """An eval-mode deep copy of ``model`` whose batch-statistics layers are fixed maps."""
+                batch: torch.Tensor | None = None, chunk_rows: int = 65536,
+                budget_bytes: int | None = None) -> nn.Module:
+    """An eval-mode deep copy of ``model`` whose batch-statistics layers are fixed maps (their
+    statistics: :func:`population_statistics`, within ``budget_bytes``)."""
     if bn_statistics not in BN_STATISTICS:
         raise ValueError(f"unknown bn_statistics {bn_statistics!r}; valid choices: "
                          f"{list(BN_STATISTICS)}")
@@ -81,7 +85,7 @@ def frozen_copy(model: nn.Module, bn_statistics: str, x_train: torch.Tensor | No
             raise ValueError(f"bn_statistics={bn_statistics!r} needs the training inputs"
                              + (" and the step's batch" if bn_statistics == "batch" else ""))
         x = x_train if bn_statistics == "train_set" else x_train[batch.to(x_train.device)]
-        population_statistics(net, x, chunk_rows)
+        population_statistics(net, x, chunk_rows, budget_bytes)
     elif any(getattr(m, "running_mean", None) is None for m in layers):
         raise ValueError("bn_statistics='running' needs BN layers that track running statistics")
     return net.eval()
