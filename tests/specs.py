@@ -44,3 +44,14 @@ def measure_cli(tmp_path, measure, runs, data_file, options=None, experiment_run
             *(["--options", json.dumps(options)] if options is not None else []),
             "--out", *map(str, outs.values())]
     return cli.main(argv), outs
+
+
+def sweep_config(**sections) -> dict:
+    """A one-experiment study (gaussian_linear, mlp, batchnorm, seed 0) with top-level sections
+    replaced by ``sections``: what the sweep tests expand."""
+    base = {"datasets": {"g": {"kind": "gaussian_linear", "options": {"dim": 4}}},
+            "models": {"m": {"arch": "mlp"}}, "trainings": {"t": {"lr": 0.1, "steps": 5}},
+            "experiments": {"e": {"dataset": "g", "model": "m", "training": "t",
+                                  "norms": ["batchnorm"], "seeds": [0]}}}
+    base.update(sections)
+    return base

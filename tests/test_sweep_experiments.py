@@ -9,20 +9,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from specs import sweep_config
 
 from bnstudy.config import study, sweeps
 from bnstudy.config.loader import ConfigError, read_study
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _cfg(**sections):
-    base = {"datasets": {"g": {"kind": "gaussian_linear", "options": {"dim": 4}}},
-            "models": {"m": {"arch": "mlp"}}, "trainings": {"t": {"lr": 0.1, "steps": 5}},
-            "experiments": {"e": {"dataset": "g", "model": "m", "training": "t",
-                                  "norms": ["batchnorm"], "seeds": [0]}}}
-    base.update(sections)
-    return base
 
 
 
@@ -40,7 +32,7 @@ def test_a_learning_rate_sweep_declared_once_on_a_training(tmp_path):
     names ``<experiment>_<generated training>``, the rate a column of every table (under
     ``training_lr``: the training table's own ``lr`` is the step's rate)."""
     exp = {"dataset": "g", "model": "m", "training": "sgd", "norms": ["batchnorm"], "seeds": [0]}
-    flat = _load(tmp_path, _cfg(trainings=LR_SWEEP, experiments={"lrs": exp}))
+    flat = _load(tmp_path, sweep_config(trainings=LR_SWEEP, experiments={"lrs": exp}))
     assert list(flat["trainings"]) == ["sgd_lr0p01", "sgd_lr0p1", "sgd_lr1"]
     assert flat["experiments"] == {f"lrs_sgd_lr{w}": {**exp, "training": f"sgd_lr{w}"}
                                    for w in ("0p01", "0p1", "1")}
@@ -48,24 +40,24 @@ def test_a_learning_rate_sweep_declared_once_on_a_training(tmp_path):
                                   "lrs_sgd_lr0p1": {"training_lr": 0.1},
                                   "lrs_sgd_lr1": {"training_lr": 1.0}}
     exp.update(name="lrs_{lr}", where={"lr": [0.1, 1.0]})
-    flat = _load(tmp_path, _cfg(trainings=LR_SWEEP, experiments={"lrs": exp}))
+    flat = _load(tmp_path, sweep_config(trainings=LR_SWEEP, experiments={"lrs": exp}))
     assert list(flat["experiments"]) == ["lrs_0p1", "lrs_1"]
     assert [flat["experiments"][e]["training"] for e in flat["experiments"]] == ["sgd_lr0p1",
                                                                                   "sgd_lr1"]
     assert flat["sweep_axes"] == {"lrs_0p1": {"training_lr": 0.1}, "lrs_1": {"training_lr": 1.0}}
     exp["where"] = {"lr": 0.5}
     with pytest.raises(ConfigError, match=r"experiments\.lrs\.where.*keeps no combination"):
-        _load(tmp_path, _cfg(trainings=LR_SWEEP, experiments={"lrs": exp}))
+        _load(tmp_path, sweep_config(trainings=LR_SWEEP, experiments={"lrs": exp}))
     exp["where"] = {"rate": 0.1}
     with pytest.raises(ConfigError, match=r"experiments\.lrs\.where\.rate.*allowed: \['lr', "
                                           r"'training'\]"):
-        _load(tmp_path, _cfg(trainings=LR_SWEEP, experiments={"lrs": exp}))
+        _load(tmp_path, sweep_config(trainings=LR_SWEEP, experiments={"lrs": exp}))
 
 
 def test_a_model_axis_is_an_experiment_axis_and_a_column(tmp_path):
     models = {"m": {"arch": "mlp", "depth": 2, "sweep": {"width": [8, 16]}},
               "wide": {"arch": "mlp", "width": 64}}
-    flat = _load(tmp_path, _cfg(models=models, experiments={"e": {
+    flat = _load(tmp_path, sweep_config(models=models, experiments={"e": {
         "dataset": "g", "model": "m", "training": "t", "norms": ["none"], "seeds": [0],
         "where": {"width": 16}}}))
     assert flat["experiments"] == {"e_m_width16": {"dataset": "g", "model": "m_width16",
@@ -75,7 +67,7 @@ def test_a_model_axis_is_an_experiment_axis_and_a_column(tmp_path):
     # an axis named like a declared column (init: an integer column) is renamed model_<axis>,
     # and a plain entry is unchanged
     models["m"]["sweep"] = {"init": ["kaiming", "xavier"]}
-    flat = _load(tmp_path, _cfg(models=models, experiments={
+    flat = _load(tmp_path, sweep_config(models=models, experiments={
         "e": {"dataset": "g", "model": "m", "training": "t", "norms": ["none"], "seeds": [0]},
         "w": {"dataset": "g", "model": "wide", "training": "t", "norms": ["none"], "seeds": [0]}}))
     assert list(flat["experiments"]) == ["e_m_initkaiming", "e_m_initxavier", "w"]
@@ -88,28 +80,31 @@ def test_an_experiment_over_a_swept_training_and_a_swept_dataset(tmp_path):
     datasets = {"g": {"kind": "gaussian_linear", "options": {"dim": 4}, "name": "g{seed}",
                       "sweep": {"seed": [0, 1]}}}
     exp = {"dataset": "g", "model": "m", "training": "sgd", "norms": ["none"], "seeds": [0]}
-    flat = _load(tmp_path, _cfg(datasets=datasets, trainings=LR_SWEEP, experiments={"x": exp}))
+    flat = _load(tmp_path, sweep_config(datasets=datasets, trainings=LR_SWEEP,
+                                        experiments={"x": exp}))
     assert list(flat["experiments"]) == [f"x_g{d}_sgd_lr{w}" for d in (0, 1)
                                          for w in ("0p01", "0p1", "1")]
     assert flat["experiments"]["x_g1_sgd_lr0p1"] == {**exp, "dataset": "g1",
                                                      "training": "sgd_lr0p1"}
     assert flat["sweep_axes"]["x_g1_sgd_lr0p1"] == {"data_seed": 1, "training_lr": 0.1}
     exp.update(name="x_lr{lr}_d{seed}", where=[{"seed": 0, "lr": 0.01}, {"seed": 1, "lr": 1.0}])
-    flat = _load(tmp_path, _cfg(datasets=datasets, trainings=LR_SWEEP, experiments={"x": exp}))
+    flat = _load(tmp_path, sweep_config(datasets=datasets, trainings=LR_SWEEP,
+                                        experiments={"x": exp}))
     assert flat["sweep_axes"] == {"x_lr0p01_d0": {"data_seed": 0, "training_lr": 0.01},
                                   "x_lr1_d1": {"data_seed": 1, "training_lr": 1.0}}
     # the explicit form places the axis: training outermost, then the arms
     exp = {"dataset": "g0", "model": "m", "seeds": [0], "name": "{arm}_{lr}",
            "sweep": {"training": "sgd", "arm": {"bn": {"norms": ["batchnorm"]},
                                                 "plain": {"norms": ["none"]}}}}
-    flat = _load(tmp_path, _cfg(datasets=datasets, trainings=LR_SWEEP, experiments={"y": exp}))
+    flat = _load(tmp_path, sweep_config(datasets=datasets, trainings=LR_SWEEP,
+                                        experiments={"y": exp}))
     assert list(flat["experiments"])[:3] == ["bn_0p01", "plain_0p01", "bn_0p1"]
     assert flat["sweep_axes"]["plain_0p01"] == {"data_seed": 0, "training_lr": 0.01,
                                                 "arm": "plain"}
 
 
 def test_a_typo_in_a_swept_name_names_the_valid_entries():
-    cfg = _cfg(trainings={**LR_SWEEP, "t": {"lr": 0.1, "steps": 5}})
+    cfg = sweep_config(trainings={**LR_SWEEP, "t": {"lr": 0.1, "steps": 5}})
     cfg["experiments"]["e"]["training"] = "sdg"
     with pytest.raises(ConfigError, match=r"experiments\.e\.training: 'sdg' is not defined; "
                                           r"allowed: one of \['sgd_lr0p01', 'sgd_lr0p1', "
@@ -126,7 +121,7 @@ def test_a_typo_in_a_swept_name_names_the_valid_entries():
 
 def test_axes_over_swept_entries_must_be_distinct_columns_of_scalars(tmp_path):
     trainings = {"sgd": {"lr": 0.1, "steps": 5, "sweep": {"arm": {"a": {"lr": 0.1}}}}}
-    cfg = _cfg(trainings=trainings, experiments={"e": {
+    cfg = sweep_config(trainings=trainings, experiments={"e": {
         "dataset": "g", "model": "m", "training": "sgd", "seeds": [0],
         "sweep": {"arm": {"x": {"norms": ["none"]}}}}})
     with pytest.raises(ConfigError, match=r"experiments\.e\.training: the axes \['arm'\] of "
@@ -135,16 +130,16 @@ def test_axes_over_swept_entries_must_be_distinct_columns_of_scalars(tmp_path):
     trainings = {"sgd": {"lr": 0.1, "steps": 5, "sweep": {"checkpoints": [[0], [0, 2]]}}}
     with pytest.raises(ConfigError, match=r"trainings\.sgd_checkpoints0\.sweep.*value \[0\] "
                                           r"\(list\) cannot be a table column"):
-        _load(tmp_path, _cfg(trainings={**trainings, "t": {"lr": 0.1, "steps": 5}},
-                             experiments={"e": {**_cfg()["experiments"]["e"],
+        _load(tmp_path, sweep_config(trainings={**trainings, "t": {"lr": 0.1, "steps": 5}},
+                             experiments={"e": {**sweep_config()["experiments"]["e"],
                                                 "training": "sgd"}}))
     # unused, such a sweep is no column
-    assert "sweep_axes" not in _load(tmp_path, _cfg(trainings={**trainings,
+    assert "sweep_axes" not in _load(tmp_path, sweep_config(trainings={**trainings,
                                                                 "t": {"lr": 0.1, "steps": 5}}))
 
 
 def test_the_size_limit_counts_experiments_over_swept_entries():
-    cfg = _cfg(trainings={"sgd": {"lr": 0.1, "steps": 5, "sweep": {"lr": [0.1, 0.2, 0.3]}}},
+    cfg = sweep_config(trainings={"sgd": {"lr": 0.1, "steps": 5, "sweep": {"lr": [0.1, 0.2, 0.3]}}},
                models={"m": {"arch": "mlp", "sweep": {"width": [4, 8]}}},
                limits={"experiments": 5})
     cfg["experiments"]["e"].update(training="sgd")
@@ -191,7 +186,7 @@ def test_extends_that_deletes_or_overrides_a_swept_training_is_an_error(tmp_path
         study.load([_study_files(tmp_path, "trainings: {sgd: {lr: 0.5}}\n")])
     with pytest.raises(ConfigError, match=r"child\.yaml: datasets\.g\.options\.seed: 3 would be "
                                           r"ignored: the sweep axis 'seed'"):
-        (tmp_path / "p.yaml").write_text(json.dumps(_cfg(datasets={"g": {
+        (tmp_path / "p.yaml").write_text(json.dumps(sweep_config(datasets={"g": {
             "kind": "gaussian_linear", "options": {"dim": 4}, "sweep": {"seed": [0, 1]}}})))
         (tmp_path / "child.yaml").write_text("extends: p.yaml\n"
                                              "datasets: {g: {options: {seed: 3}}}\n")

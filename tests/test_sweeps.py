@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from specs import sweep_config
 
 from bnstudy import cli
 from bnstudy.config import study, sweeps
@@ -106,17 +107,8 @@ def test_fmt_is_filesystem_safe(value, word):
     assert sweeps.fmt(value) == word
 
 
-def _cfg(**sections):
-    base = {"datasets": {"g": {"kind": "gaussian_linear", "options": {"dim": 4}}},
-            "models": {"m": {"arch": "mlp"}}, "trainings": {"t": {"lr": 0.1, "steps": 5}},
-            "experiments": {"e": {"dataset": "g", "model": "m", "training": "t",
-                                  "norms": ["batchnorm"], "seeds": [0]}}}
-    base.update(sections)
-    return base
-
-
 def test_dataset_sweep_default_names_and_template():
-    cfg = _cfg(datasets={"g": {"kind": "gaussian_linear", "options": {"dim": 4},
+    cfg = sweep_config(datasets={"g": {"kind": "gaussian_linear", "options": {"dim": 4},
                                "sweep": {"seed": [0, 1], "n_train": [100]}}})
     out = sweeps.expand(cfg)
     assert list(out["datasets"]) == ["g_seed0_n_train100", "g_seed1_n_train100"]
@@ -127,16 +119,16 @@ def test_dataset_sweep_default_names_and_template():
 
 
 def test_expand_leaves_its_input_alone_and_flat_configs_unchanged():
-    cfg = _cfg(trainings={"t": {"lr": 0.1, "steps": 5, "sweep": {"lr": [0.1, 0.2]}}})
+    cfg = sweep_config(trainings={"t": {"lr": 0.1, "steps": 5, "sweep": {"lr": [0.1, 0.2]}}})
     before = copy.deepcopy(cfg)
     out = sweeps.expand(cfg)
     assert cfg == before and list(out["trainings"]) == ["t_lr0p1", "t_lr0p2"]
-    flat = _cfg()
+    flat = sweep_config()
     assert sweeps.expand(flat) == flat
 
 
 def test_experiments_over_a_dataset_sweep_with_variants_and_where():
-    cfg = _cfg(
+    cfg = sweep_config(
         datasets={"g": {"kind": "gaussian_linear", "options": {"dim": 4}, "name": "g{seed}",
                         "sweep": {"seed": [0, 1, 2]}}},
         trainings={"fast": {"lr": 0.5, "steps": 5}, "slow": {"lr": 0.01, "steps": 50}},
@@ -153,7 +145,7 @@ def test_experiments_over_a_dataset_sweep_with_variants_and_where():
 
 def test_load_applies_overrides_before_expanding(tmp_path):
     f = tmp_path / "s.yaml"
-    f.write_text(json.dumps(_cfg(trainings={"t": {"lr": 0.1, "steps": 5,
+    f.write_text(json.dumps(sweep_config(trainings={"t": {"lr": 0.1, "steps": 5,
                                                   "sweep": {"steps": [5, 10]}}})))
     out = study.load([f], {"trainings": {"t": {"sweep": {"steps": [7]}}}})
     assert list(out["trainings"]) == ["t_steps7"]
@@ -174,7 +166,7 @@ def test_load_applies_overrides_before_expanding(tmp_path):
     ({"sweep": []}, ["models.m.sweep", "non-empty mapping"]),
 ])
 def test_sweep_errors_name_the_axis_and_value(entry, words):
-    cfg = _cfg(models={"m": {"arch": "mlp", **entry}})
+    cfg = sweep_config(models={"m": {"arch": "mlp", **entry}})
     with pytest.raises(ConfigError) as e:
         sweeps.expand(cfg)
     for w in words:
@@ -182,18 +174,18 @@ def test_sweep_errors_name_the_axis_and_value(entry, words):
 
 
 def test_dataset_axis_must_be_an_option_of_the_kind():
-    cfg = _cfg(datasets={"g": {"kind": "gaussian_linear", "sweep": {"alpha": [1.0]}}})
+    cfg = sweep_config(datasets={"g": {"kind": "gaussian_linear", "sweep": {"alpha": [1.0]}}})
     with pytest.raises(ConfigError, match=r"datasets\.g\.sweep\.alpha: axis 'alpha' \(values "
                                           r"\[1\.0\]\) is not an option.*'n_train'"):
         sweeps.expand(cfg)
 
 
 def test_duplicate_names_across_entries_and_unknown_dataset_sweep():
-    cfg = _cfg(models={"m_depth1": {"arch": "mlp"},
+    cfg = sweep_config(models={"m_depth1": {"arch": "mlp"},
                        "m": {"arch": "mlp", "sweep": {"depth": [1]}}})
     with pytest.raises(ConfigError, match="'m_depth1'.*twice.*also by 'm_depth1'"):
         sweeps.expand(cfg)
-    cfg = _cfg(experiments={"e": {"model": "m", "training": "t", "norms": ["none"],
+    cfg = sweep_config(experiments={"e": {"model": "m", "training": "t", "norms": ["none"],
                                   "seeds": [0], "sweep": {"dataset": "g"}}})
     with pytest.raises(ConfigError, match=r"experiments\.e\.sweep\.dataset: 'g' is not a swept"):
         sweeps.expand(cfg)
