@@ -166,7 +166,7 @@ def test_check_cluster_prints_a_row_for_every_rule(capsys, path):
     want |= {"replication_round", "replication_table"} if plan.policies else set()
     want |= {"analysis"} if plan.analyses else set()
     assert set(rows) == want
-    assert int(rows["train"][0]) == sum(len(x["norms"]) * len(plan._planned_seeds(e))
+    assert int(rows["train"][0]) == sum(len(x["norms"]) * sum(map(len, plan.planned_blocks(e)))
                                         for e, x in plan.experiments.items())
     gpu_hours = float(re.search(r"([\d.]+) GPU-hours", total).group(1))
     if path == SANTURKAR:  # the CIFAR runs need a GPU, the DLN's do not

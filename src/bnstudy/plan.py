@@ -154,8 +154,7 @@ class Plan(Rounds, Figures, Resources):
         """The grid of one block of an experiment's seeds (a measure job's runs)."""
         seeds = layout.label_seeds(label)
         policy = self.policies.get(experiment)
-        planned = ([self.seeds(experiment)] if policy is None else
-                   self.blocks(experiment, len(policy.rounds) - 1))
+        planned = self.planned_blocks(experiment)
         if seeds not in planned:
             raise ValueError(f"seeds {label!r} are not a block of experiment {experiment!r}; "
                              f"its blocks: {[layout.seeds_label(b) for b in planned]}")

@@ -104,7 +104,7 @@ class Resources:
 
     @cached_property
     def _max_runs(self) -> int:
-        return sum(len(x["norms"]) * len(self._planned_seeds(e))
+        return sum(len(x["norms"]) * sum(map(len, self.planned_blocks(e)))
                    for e, x in self.experiments.items())
 
     def job_resources(self, rule: str, wildcards) -> dict:
@@ -122,18 +122,6 @@ class Resources:
                 self.config.get("gpus_per_train_job", 0) if rule == "train" else 1, override)
         return cache[key]
 
-    def _planned_seeds(self, experiment: str) -> list[int]:
-        x, policy = self.experiments[experiment], self.policies.get(experiment)
-        return list(x["seeds"]) if policy is None else policy.seeds(x["seeds"],
-                                                                    len(policy.rounds) - 1)
-
-    def _planned_blocks(self, experiment: str) -> list[list[int]]:
-        seeds, policy = self._planned_seeds(experiment), self.policies.get(experiment)
-        if policy is None:
-            return [seeds]
-        return [seeds[a:b] for a, b in zip((0, *policy.rounds[:-1]), policy.rounds,
-                                           strict=True)]
-
     def resource_jobs(self) -> dict[str, list[dict]]:
         """``{rule: [wildcards of each job]}``: every job a cluster runs, every replication
         round taken (the local ``job_arguments`` jobs are left out)."""
@@ -141,10 +129,10 @@ class Resources:
         out = {"prepare_data": [{"dataset": d} for d in used],
                "train": [{"experiment": e, "norm": n, "seed": str(s)}
                          for e, x in self.experiments.items() for n in x["norms"]
-                         for s in self._planned_seeds(e)]}
+                         for b in self.planned_blocks(e) for s in b]}
         for m in self.measures:
             out[m] = [{"experiment": e, "block": layout.seeds_label(b)}
-                      for e in self.measure_experiments(m) for b in self._planned_blocks(e)]
+                      for e in self.measure_experiments(m) for b in self.planned_blocks(e)]
         out["analysis"] = [{"analysis": a} for a in self.analyses]
         out["aggregate"] = [{"table": t} for t in self.tables]
         out["replication_round"] = [{"round": str(k)} for k in range(self.max_rounds)]

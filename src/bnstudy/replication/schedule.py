@@ -99,6 +99,12 @@ class Rounds:
         ends = policy.rounds[: look + 1]
         return [seeds[a:b] for a, b in zip((0, *ends[:-1]), ends, strict=True)]
 
+    def planned_blocks(self, experiment: str) -> list[list[int]]:
+        """Every block of seeds the experiment can have, all its planned rounds taken (no round
+        file is read): what a measure job may be asked for, what a cluster may run."""
+        policy = self.policies.get(experiment)
+        return self.blocks(experiment, None if policy is None else len(policy.rounds) - 1)
+
     def block_norms(self, experiment: str, look: int | None = None) -> list[list[str]]:
         """The normalizers of each of the experiment's blocks up to ``look``: every one of its
         normalizers in the first block; in round ``k + 1``'s block, the arms that round ``k``'s
