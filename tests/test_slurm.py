@@ -20,6 +20,7 @@ through ``squeue`` (no accounting database here), a 5 s first status check (defa
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -86,6 +87,23 @@ def local_study(tmp_path_factory) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
+ERROR_LINE = re.compile(r"error|exception|traceback|failed|cancel|timeout|exceed", re.I)
+
+
+def _failure(log: str, project: Path) -> str:
+    """What a failed run said, errors first: the log's lines that name an error (with the five
+    lines after each), the log files those lines name (the jobs' and SLURM's), then the log's
+    end. A bare tail of the log is mostly job announcements; CI shows a part of a long one."""
+    lines = log.splitlines()
+    picked = sorted({j for i, line in enumerate(lines) if ERROR_LINE.search(line)
+                     for j in range(i, min(i + 6, len(lines)))})
+    errors = "\n".join(lines[j] for j in picked)[-6000:]
+    logs = [f"--- {p}:\n{(project / p).read_text(errors='replace')[-1500:]}"
+            for p in dict.fromkeys(re.findall(r"([\w./-]+\.log)\b", errors))
+            if (project / p).is_file()]
+    return f"{errors}\n{chr(10).join(logs)[-4000:]}\n--- the log's end:\n{log[-2000:]}"
+
+
 def _cancel_train_when_resumable(cluster, resume, stop: threading.Event, record: dict):
     """scancel the running train job as soon as its resume file exists (once)."""
     while not stop.is_set():
@@ -122,7 +140,8 @@ def slurm_study(cluster, tmp_path_factory) -> dict:
         killer.join(timeout=30)
     seconds = time.perf_counter() - t0
     log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, f"snakemake through SLURM failed:\n{log[-8000:]}"
+    assert proc.returncode == 0, (f"snakemake through SLURM failed ({proc.returncode}):\n"
+                                  f"{_failure(log, project)}")
     jobs = [j for j in cluster.jobs() if j.get("WorkDir") == str(project)]
     print(f"\nSLURM: fixture setup {cluster.setup_seconds:.1f}s (install "
           f"{cluster.install_seconds:.1f}s, daemons {cluster.start_seconds:.1f}s); tiny study "
