@@ -7,8 +7,6 @@ rule analysis:
         ),
     log:
         log_file("analysis", "{analysis}.log"),
-    conda:
-        "../../environment.yml"
     resources:
         gpu=get_gpu,
         mem_mb=get_mem_mb,

@@ -12,8 +12,6 @@ rule claims:
         log_file("claims.log"),
     group:
         "figures"
-    conda:
-        "../../environment.yml"
     resources:
         gpu=get_gpu,
         mem_mb=get_mem_mb,

@@ -3,8 +3,6 @@ rule prepare_data:
         res("data", "{dataset}.npz"),
     log:
         log_file("prepare_data", "{dataset}.log"),
-    conda:
-        "../../environment.yml"
     resources:
         gpu=get_gpu,
         mem_mb=get_mem_mb,

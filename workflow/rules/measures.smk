@@ -22,8 +22,6 @@ for _measure in PLAN.measures:
             experiment=get_measure_experiments(_measure),
         group:
             "measures_{experiment}"
-        conda:
-            "../../environment.yml"
         threads: config["threads"]
         resources:
             gpu=get_gpu,

@@ -17,8 +17,6 @@ for _family in PLAN.figures:
             log_file("plot", f"{_family}.log"),
         group:
             "figures"
-        conda:
-            "../../environment.yml"
         resources:
             gpu=get_gpu,
             mem_mb=get_mem_mb,

@@ -14,8 +14,6 @@ checkpoint replication_round:
         res("rounds", "round{round}.json"),
     log:
         log_file("replication_round", "round{round}.log"),
-    conda:
-        "../../environment.yml"
     resources:
         gpu=get_gpu,
         mem_mb=get_mem_mb,
@@ -41,8 +39,6 @@ rule replication_table:
         ),
     log:
         log_file("replication_table.log"),
-    conda:
-        "../../environment.yml"
     resources:
         gpu=get_gpu,
         mem_mb=get_mem_mb,

@@ -10,8 +10,6 @@ rule report:
         log_file("report.log"),
     group:
         "figures"
-    conda:
-        "../../environment.yml"
     resources:
         gpu=get_gpu,
         mem_mb=get_mem_mb,

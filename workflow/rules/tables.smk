@@ -10,8 +10,6 @@ rule job_arguments:
     log:
         log_file("job_arguments", "{job}.log"),
     localrule: True
-    conda:
-        "../../environment.yml"
     params:
         arguments=get_job_arguments,
     script:
@@ -34,8 +32,6 @@ rule aggregate:
         log_file("aggregate", "{table}.log"),
     group:
         "tables"
-    conda:
-        "../../environment.yml"
     resources:
         gpu=get_gpu,
         mem_mb=get_mem_mb,

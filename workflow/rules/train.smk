@@ -6,8 +6,6 @@ rule train:
         history=run_out("history.parquet"),
     log:
         log_file("train", "{experiment}", "{norm}", "seed{seed}.log"),
-    conda:
-        "../../environment.yml"
     threads: config["threads"]
     resources:
         gpu=get_gpu,
