@@ -69,9 +69,32 @@ def test_cifar_sized_resnet9_gets_chunks_within_the_default_budget():
 
 
 def test_bad_budget_is_named():
-    for bad in (0, -1.0, float("inf"), "1GB", True):
-        with pytest.raises(ValueError, match="memory_budget_mb"):
+    for bad in (0, -1.0, -1, float("inf"), float("nan"), "1GB", "big", True):
+        with pytest.raises(ValueError, match=r"memory_budget_mb=.*\"auto\" or a positive"):
             pdm.Options.parse({"memory_budget_mb": bad})
+
+
+def test_auto_on_the_cpu_chunks_and_counts_as_a_stated_2048(digits, caplog):
+    """The default budget is "auto"; on the CPU it is 2048 MiB: the CIFAR ResNet9's chunks and
+    the measure's rows are exactly those of ``memory_budget_mb: 2048``."""
+    assert pdm.Options.parse({}).memory_budget_mb == "auto"
+    cpu = torch.device("cpu")
+    assert budget.budget_mb("auto", cpu) == 2048.0
+    cifar = models.build_model({"arch": "resnet9", "width": 64}, "batchnorm", (3, 32, 32), 10)
+    auto = budget.chunk_rows(cifar, 3072, budget.budget_mb("auto", cpu), 65536)
+    assert auto == budget.chunk_rows(cifar, 3072, 2048, 65536) < 65536
+    torch.manual_seed(0)
+    net = models.build_model({"arch": "vgg", "channels": [4, "M", 6]}, "batchnorm", (1, 8, 8),
+                             10).train()
+    opts = {"n_points": 10, "radii": [0.1, 0.5]}
+    passes = []
+    for section in (opts, {**opts, "memory_budget_mb": 2048}):
+        caplog.clear()
+        with caplog.at_level("INFO", logger="bnstudy"):
+            passes.append((pdm.measure(net, digits, section),
+                           [r.getMessage().rsplit(",", 1)[0] for r in caplog.records
+                            if "forward pass(es)" in r.getMessage()]))
+    assert passes[0] == passes[1] and "budget 2048 MiB" in passes[0][1][0]
 
 
 def test_rows_record_whether_the_inputs_were_standardized(digits, star):

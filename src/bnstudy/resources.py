@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 from bnstudy.config.loader import fail
+from bnstudy.networks import memory
 
 # -- throughput assumptions --------------------------------------------------------------------
 # One CPU thread: 94 GFLOP/s was measured here for a ResNet9 forward (batch 16, one thread, 2.8x
@@ -134,10 +135,12 @@ def measure_work(name: str, opts, size, n_train: int, n_test: int, training: dic
                                                                       size.inputs), 1
         passes = ckpts * (frozen + rows * cost)
         calls = ckpts * (2 + rows / EVAL_CHUNK)
-        # passes of at most chunk_rows rows that fit memory_budget_mb (measures.partition.budget)
+        # passes of at most chunk_rows rows that fit memory_budget_mb (measures.partition.budget;
+        # "auto" as the CPU budget: a request must not depend on the machine that plans it)
         row = 4 * 4.0 * (size.inputs + size.activations)
         held = min(opts.chunk_rows, max(frozen, rows)) * row
-        device = max(evaluation, row, min(held, opts.memory_budget_mb * MB))
+        device = max(evaluation, row,
+                     min(held, memory.planning_mb(opts.memory_budget_mb) * MB))
     elif name == "ics":
         probe = min(opts.probe_size, n_train)
         passes = ckpts * ((size.layers + 1) * batch * FORWARD_BACKWARD + 2 * probe)
@@ -156,7 +159,12 @@ def measure_work(name: str, opts, size, n_train: int, n_test: int, training: dic
                 if size.inputs == 2 else 0)
         passes = measured * (n_train + draws) + min(measured, 2) * grid
         calls = measured * (len(opts.batch_sizes) * opts.n_batches + n_train / opts.chunk_rows)
-        device = 2 * act * min(opts.chunk_rows, n_train)
+        # forwards of at most chunk_rows rows that fit memory_budget_mb ("auto": the CPU
+        # budget), each row its activations and 4 float64 copies of the widest map
+        # (measures.jitter.budget)
+        row = 4.0 * (size.inputs + size.activations) + 4 * 2 * 4.0 * size.largest
+        held = min(opts.chunk_rows, n_train) * row
+        device = max(row, min(held, memory.planning_mb(opts.memory_budget_mb) * MB))
     elif name == "teacher_student":
         measured = ckpts if opts.checkpoints == "all" else 1
         passes = measured * 3 * (n_train + n_test)

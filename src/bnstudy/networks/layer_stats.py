@@ -52,11 +52,13 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
+from bnstudy.networks.memory import CUDA_BUDGET_FRACTION, free_bytes
 from bnstudy.networks.suspended import END, Suspended, Unwind, caller_context
 
 log = logging.getLogger("bnstudy")
 
-CUDA_BUDGET_FRACTION = 0.5  # of the device memory free to this process (driver's + the cache's)
+# On CUDA the budget is CUDA_BUDGET_FRACTION of free_bytes: the one definition, shared with the
+# measures' "auto" memory budgets (bnstudy.networks.memory). On the CPU:
 CPU_BUDGET_BYTES = 4 * 2 ** 30
 # What a suspended forward holds, in units of the largest listed module's input so far: the
 # input itself, the enclosing blocks' inputs, a residual block's skip and shortcut. Read off the
@@ -69,9 +71,7 @@ HELD_FACTOR = 4
 def default_budget(device: torch.device) -> int:
     """The bytes the suspended forwards may hold on ``device`` (module docstring)."""
     if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-        return int(CUDA_BUDGET_FRACTION * (free + cached))
+        return int(CUDA_BUDGET_FRACTION * free_bytes(device))
     return CPU_BUDGET_BYTES
 
 

@@ -54,8 +54,10 @@ the run's checkpoints measured), ``realizations`` (R, 32: decision boundaries pe
 ``grid_resolution`` (100) and ``grid_margin`` (0.1) of the boundary grid, ``map_resolution``
 (40: the stored disagreement map) and ``map_realizations`` (8: the boundaries stored),
 ``boundary_resolution`` (400: the fine grid the stored boundaries are traced on,
-:mod:`bnstudy.measures.jitter.cells`), ``seed`` (0), ``chunk_rows`` (65536: rows per forward
-pass of the population and grid passes).
+:mod:`bnstudy.measures.jitter.cells`), ``seed`` (0), ``chunk_rows`` (65536: the most rows per
+forward of the population and grid passes) and ``memory_budget_mb`` ("auto": half the CUDA
+device's free memory, read when the measure runs, 2048 MiB on the CPU; or MiB), which sizes those
+forwards from the model's per-row cost (:mod:`bnstudy.measures.jitter.budget`).
 """
 
 from __future__ import annotations
@@ -68,10 +70,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from bnstudy.measures.jitter import budget
 from bnstudy.measures.jitter import maps as bn_jitter_maps
 from bnstudy.measures.jitter import stats as st
 from bnstudy.measures.jitter.options import CHECKPOINTS, Options  # noqa: F401
-from bnstudy.networks import models
+from bnstudy.networks import memory, models
 from bnstudy.networks.normalizers import batchnorm_modules
 from bnstudy.train.loop import build
 
@@ -145,11 +148,14 @@ def measure(model: nn.Module, ds, options: dict | Options | None = None,
                  "n_batches": opts.n_batches, "layer": "n/a", "layer_index": 0, "applicable": False,
                  **{k: nan for k in bn_jitter_maps.SUMMARY_KEYS}} for b in opts.batch_sizes]
         return {"bn_jitter": rows, "bn_jitter_boundary": []}
-    moments, frozen = st.population_moments(model, x, opts.chunk_rows)
+    mb = memory.budget_mb(opts.memory_budget_mb, dev)  # "auto": read on this device, now
+    rows_per_pass = budget.chunk_rows(model, tuple(x.shape[1:]), mb, opts.chunk_rows)
+    moments, frozen = st.population_moments(model, x, rows_per_pass, int(mb * memory.MB))
     hw, layers = _spatial(frozen, x), _layer_indices(model)
     finite = all(bool(torch.isfinite(t).all()) for t in model.state_dict().values()
                  if t.is_floating_point())
-    boundary = bn_jitter_maps.Boundary(frozen, ds, opts) if two_d and finite else None
+    boundary = (bn_jitter_maps.Boundary(frozen, ds, opts, rows_per_pass) if two_d and finite
+                else None)
     rows, map_rows = [], []
     for b in opts.batch_sizes:
         n_eff = st.effective_batch_size(model, min(b, len(x)))

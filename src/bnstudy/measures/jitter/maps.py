@@ -89,8 +89,11 @@ def _subsample(resolution: int, size: int) -> np.ndarray:
 class Boundary:
     """The grid, the population boundary, and the realizations of one checkpoint."""
 
-    def __init__(self, frozen: nn.Module, ds, opts):
+    def __init__(self, frozen: nn.Module, ds, opts, rows: int | None = None):
+        """``rows``: grid points per forward (the measure sizes it from its memory budget;
+        default ``opts.chunk_rows``)."""
         self.opts, self.res = opts, opts.grid_resolution
+        self.rows = opts.chunk_rows if rows is None else rows
         self.net = copy.deepcopy(frozen).eval()  # its BN buffers are set per realization
         self.bns = batchnorm_modules(self.net)
         self.dev = next(self.net.parameters()).device
@@ -101,7 +104,7 @@ class Boundary:
         self.n_classes = ds.out_dim
         self.frozen = frozen  # whole-training-set statistics; never changed here
         self.fine = fine_cells.FineGrid(ds, opts.boundary_resolution, opts.grid_margin,
-                                        opts.chunk_rows)
+                                        self.rows)
         self._population_cells: np.ndarray | None = None  # computed when first drawn
         self.population = self.classes(frozen)
         self.margin_population = mean_distance(self.population.reshape(self.res, self.res),
@@ -112,8 +115,7 @@ class Boundary:
     @torch.no_grad()
     def classes(self, net: nn.Module) -> np.ndarray:
         g = torch.as_tensor(self.grid, device=self.dev)
-        out = [net(g[i: i + self.opts.chunk_rows]).argmax(1).cpu()
-               for i in range(0, len(g), self.opts.chunk_rows)]
+        out = [net(g[i: i + self.rows]).argmax(1).cpu() for i in range(0, len(g), self.rows)]
         return torch.cat(out).numpy().astype(np.int64)
 
     def realize(self, emp: list[tuple[torch.Tensor, torch.Tensor]],

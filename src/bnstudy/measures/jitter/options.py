@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from bnstudy import options
+from bnstudy.networks import memory
 
 SAMPLING = ("without_replacement", "with_replacement")
 CHECKPOINTS = ("all", "first_last")
@@ -34,7 +35,11 @@ class Options(options.Options):
         "boundary cells trace each drawn decision boundary (bn_jitter_boundary's population "
         "and realization rows)")
     seed: int = 0
-    chunk_rows: int = 65536
+    chunk_rows: int = 65536  # the most rows of a forward; memory_budget_mb may allow fewer
+    memory_budget_mb: str | float = field(default=memory.AUTO, metadata={"doc": (
+        "MiB a forward of the population pass or the boundary grids may hold (estimated "
+        "activations and float64 copies): \"auto\" (a share of the CUDA device's free memory, "
+        "2048 on the CPU) or a positive number")})
 
     def validate(self) -> None:
         def bad(key, why):
@@ -55,6 +60,8 @@ class Options(options.Options):
             bad("sampling", f"valid choices: {list(SAMPLING)}")
         if self.checkpoints not in CHECKPOINTS:
             bad("checkpoints", f"valid choices: {list(CHECKPOINTS)}")
+        if not memory.is_budget(self.memory_budget_mb):
+            bad("memory_budget_mb", memory.VALID)
         m = self.grid_margin
         if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0 <= m < float("inf"):
             bad("grid_margin", "need a finite number >= 0")

@@ -88,10 +88,12 @@ def _dims(h: torch.Tensor) -> tuple[int, ...]:
 
 
 @torch.no_grad()
-def population_moments(model: nn.Module, x: torch.Tensor,
-                       chunk_rows: int = 65536) -> tuple[list[Moments], nn.Module]:
+def population_moments(model: nn.Module, x: torch.Tensor, chunk_rows: int = 65536,
+                       budget_bytes: int | None = None) -> tuple[list[Moments], nn.Module]:
     """Moments of every BN layer's input over ``x``, earlier BN layers normalizing by their own
-    statistics of ``x``; also returns the eval-mode copy frozen at those statistics."""
+    statistics of ``x``, in forwards of ``chunk_rows`` rows; also returns the eval-mode copy
+    frozen at those statistics. ``budget_bytes``: what the suspended chunks may hold
+    (:func:`bnstudy.networks.layer_stats.layer_by_layer`; None: the device's default)."""
     net = copy.deepcopy(model).eval()
     bns = batchnorm_modules(net)
     accs: list[dict] = [{} for _ in bns]
@@ -115,7 +117,7 @@ def population_moments(model: nn.Module, x: torch.Tensor,
         set_buffers(bns[j], mean, m2)
         out[j] = Moments(acc["n"], *(t.cpu().numpy() for t in (mean, m2, m4)))
 
-    layer_by_layer(net, x, chunk_rows, bns, grab, freeze)
+    layer_by_layer(net, x, chunk_rows, bns, grab, freeze, budget_bytes)
     missing = sorted(set(range(len(bns))) - set(out))
     if missing:
         raise RuntimeError(f"BN layers {missing} are not on the forward path")

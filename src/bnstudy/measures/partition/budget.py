@@ -4,56 +4,45 @@ Every pass of the measure (the population-statistics pass over the training imag
 BN, and the forward-mode passes over ``points x D`` rows that give the units' gradients) runs
 over chunks of rows. A fixed row count cannot fit every model: 65536 rows of CIFAR images
 through a ResNet9 hold tens of GB of activations. So the chunk is sized from
-``memory_budget_mb``: a row's cost is estimated from the activation sizes of one input through
-the network,
+``memory_budget_mb`` ("auto": a share of the device's free memory, 2048 MiB on the CPU; or MiB:
+:func:`bnstudy.networks.memory.budget_mb`, resolved by :func:`budget_mb` on the model's device
+when the measure runs): a row's cost is estimated from the activation sizes of one input
+through the network,
 
     row_bytes = ROW_FACTOR * (input bytes + sum of every leaf module's output bytes)
 
 (``ROW_FACTOR = 4``: each activation carries a tangent of its size in the forward-mode pass,
 and the float64 copies and temporaries of a pass are counted once more), and a chunk holds
-``min(chunk_rows, memory_budget_mb * 2**20 // row_bytes)`` rows, at least one. The sum counts
-every module's output as if all were alive at once, which a ``no_grad`` pass never needs (the
-measure keeps only the counted layers' outputs to the end of a chunk): an upper bound of a
-pass's activation memory, not counting the model's weights.
+``min(chunk_rows, budget * 2**20 // row_bytes)`` rows, at least one. The sum counts every
+module's output as if all were alive at once, which a ``no_grad`` pass never needs (the measure
+keeps only the counted layers' outputs to the end of a chunk): an upper bound of a pass's
+activation memory, not counting the model's weights.
 """
 
 from __future__ import annotations
 
-import copy
-
 import torch
 from torch import nn
 
+from bnstudy.networks import memory
+
 ROW_FACTOR = 4
-MB = 2**20
+MB = memory.MB
 
 
-@torch.no_grad()
+def budget_mb(value, device: torch.device) -> float:
+    """The MiB a pass may hold on ``device`` for the ``memory_budget_mb`` option ``value``."""
+    return memory.budget_mb(value, device)
+
+
 def row_bytes(model: nn.Module, input_dim: int) -> int:
     """Estimated bytes one input row of ``input_dim`` features costs in a pass (see the module
     docstring). Runs two zero rows through an eval-mode copy: ``model`` is not touched."""
-    net = copy.deepcopy(model).eval()
-    p = next(net.parameters(), None)
-    x = torch.zeros(2, input_dim, device=p.device if p is not None else "cpu",
-                    dtype=p.dtype if p is not None else torch.float32)
-    total = [x.numel() * x.element_size()]
-
-    def count(_m, _inp, out):
-        if isinstance(out, torch.Tensor):
-            total.append(out.numel() * out.element_size())
-
-    hooks = [m.register_forward_hook(count) for m in net.modules()
-             if not list(m.children())]
-    try:
-        net(x)
-    finally:
-        for h in hooks:
-            h.remove()
-    return max(1, ROW_FACTOR * sum(total) // 2)
+    total, _ = memory.activation_bytes(model, (input_dim,))
+    return max(1, ROW_FACTOR * total)
 
 
 def chunk_rows(model: nn.Module, input_dim: int, memory_budget_mb: float, cap: int) -> int:
-    """Rows per pass: what ``memory_budget_mb`` holds at :func:`row_bytes` each, at most ``cap``
-    (the ``chunk_rows`` option) and at least 1."""
-    fit = int(memory_budget_mb * MB) // row_bytes(model, input_dim)
-    return max(1, min(int(cap), fit))
+    """Rows per pass: what ``memory_budget_mb`` (MiB, resolved) holds at :func:`row_bytes`
+    each, at most ``cap`` (the ``chunk_rows`` option) and at least 1."""
+    return memory.fit_rows(memory_budget_mb, row_bytes(model, input_dim), cap)

@@ -65,9 +65,11 @@ Two methods (``method``, recorded per row):
   not depend on which points share a forward pass. LayerNorm/GroupNorm normalize each input by its
   own statistics, so their pre-activations are not piecewise affine in ``x``; both tests are
   applied unchanged (the distance is then a first-order estimate even in the first layer).
-- Memory: every pass runs over chunks of rows sized from ``memory_budget_mb`` (default 2048 MiB)
-  by the model's estimated activation bytes per row, at most ``chunk_rows``
-  (:mod:`bnstudy.measures.partition.budget`); the counts do not depend on the chunking.
+- Memory: every pass runs over chunks of rows sized from ``memory_budget_mb`` (default
+  ``"auto"``: half the CUDA device's free memory, read when the measure runs, or 2048 MiB on the
+  CPU; or a number of MiB) by the model's estimated activation bytes per row, at most
+  ``chunk_rows`` (:mod:`bnstudy.measures.partition.budget`); the counts do not depend on the
+  chunking.
 - ``input_standardized`` (per row): whether the dataset's images were standardized per channel
   (:mod:`bnstudy.data.images`); radii are in those input units.
 - At every checkpoint of the run (step 0 is the initialization). For 2-D inputs also a map over a
@@ -203,11 +205,10 @@ def measure(model: nn.Module, ds, options: dict | Options | None = None,
              "applicable": False} for s in opts.point_sets for r in opts.radii],
             "partition_density_maps": [], "partition_boundaries": []}
     xtr = torch.as_tensor(ds.x_train, device=dev).reshape(len(ds.x_train), -1)
-    rows_per_pass = budget.chunk_rows(model, xtr.shape[1], opts.memory_budget_mb,
-                                      opts.chunk_rows)
+    mb = budget.budget_mb(opts.memory_budget_mb, dev)  # "auto": read on this device, now
+    rows_per_pass = budget.chunk_rows(model, xtr.shape[1], mb, opts.chunk_rows)
     # the statistics pass keeps within the measure's memory budget too
-    net = frozen_copy(model, opts.bn_statistics, xtr, batch, rows_per_pass,
-                      int(opts.memory_budget_mb * budget.MB))
+    net = frozen_copy(model, opts.bn_statistics, xtr, batch, rows_per_pass, int(mb * budget.MB))
     directions = frame(xtr.shape[1], opts.n_vertices, opts.seed).to(dev)
     grid = None
     if opts.maps and xtr.shape[1] == 2:
@@ -239,9 +240,9 @@ def measure(model: nn.Module, ds, options: dict | Options | None = None,
         opts.map_radius * shrink)
     lines = [] if grid is None or not opts.boundary_resolution or not boundaries else \
         partition_boundaries.boundary_rows(net, kinked_blocks(net), ds, opts, stats, rows_per_pass)
-    log.info("partition_density (%s): %d forward pass(es) over %d rows (<= %d per pass), "
-             "%d layers, %.2fs", opts.method, forwards, nrows, rows_per_pass, len(layers),
-             time.perf_counter() - t0)
+    log.info("partition_density (%s): %d forward pass(es) over %d rows (<= %d per pass, "
+             "budget %.0f MiB), %d layers, %.2fs", opts.method, forwards, nrows, rows_per_pass,
+             mb, len(layers), time.perf_counter() - t0)
     return {"partition_density": rows, "partition_density_maps": maps,
             "partition_boundaries": lines}
 

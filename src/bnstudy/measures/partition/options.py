@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from bnstudy import options
+from bnstudy.networks import memory
 
 POINT_SETS = ("train", "test", "random")
 METHODS = ("distance", "polytope")
@@ -30,7 +31,9 @@ class Options(options.Options):
     bn_statistics: str = "train_set"
     seed: int = 0
     chunk_rows: int = 65536  # the most rows of a pass; memory_budget_mb may allow fewer
-    memory_budget_mb: float = 2048.0
+    memory_budget_mb: str | float = field(default=memory.AUTO, metadata={"doc": (
+        "MiB a pass's estimated activations may hold: \"auto\" (a share of the CUDA device's "
+        "free memory, 2048 on the CPU) or a positive number")})
     maps: bool = True
     map_resolution: int = 60
     map_radius: float = 0.03
@@ -53,9 +56,8 @@ class Options(options.Options):
         wrong = [s for s in self.point_sets if s not in POINT_SETS]
         if not self.point_sets or wrong or len(set(self.point_sets)) != len(self.point_sets):
             bad("point_sets", f"need distinct names among valid choices {list(POINT_SETS)}")
-        if not _positive(self.memory_budget_mb):
-            bad("memory_budget_mb", "need a positive finite number (MiB of activations a "
-                                    "pass may hold)")
+        if not memory.is_budget(self.memory_budget_mb):
+            bad("memory_budget_mb", memory.VALID)
         if self.method not in METHODS:
             bad("method", f"valid choices: {list(METHODS)}")
         if self.bn_statistics not in BN_STATISTICS:
