@@ -41,7 +41,9 @@ CHANGED = {
     "luo_paper": {**TS_ARMS, "generalization": None, "report": None, "teacher_student": None},
     # issue 18: convention loss; issue 20: replication rounds on the experiments that decide
     # issue 23: the figures' width and vector formats spelled out
-    "config": {"teacher_student": None, "plots": None,
+    # issue 22: the measures' memory budget ("auto") spelled out in the default config
+    "config": {"teacher_student": None, "plots": None, "bn_jitter": None,
+               "partition_density": None,
                **{("experiments", e): {"replication"} for e in ("star", "dln", "digits")}},
     "balestriero": {("experiments", e): {"replication"}
                     for e in ("partition_star", "jitter_b256", "resnet_init")},
@@ -49,7 +51,9 @@ CHANGED = {
                           ("models", "vgg9"): "removed",
                           ("experiments", "partition_star"): {"replication"},
                           ("experiments", "jitter_b256"): {"replication"},
-                          "partition_density": None},  # radii in standardized pixel units
+                          # radii in standardized pixel units; issue 22: no hand-lowered
+                          # chunk_rows (chunks sized from the card's free memory)
+                          "partition_density": None, "bn_jitter": None},
     "santurkar": {("experiments", e): {"replication"} for e in ("dln", "vgg")},
     "santurkar_paper": {("experiments", e): {"replication"} for e in ("dln", "vgg")},
 }

@@ -46,6 +46,9 @@ def _runs(cfg: dict) -> str:
 def cmd_check(a) -> None:
     from bnstudy.config import study
 
+    if a.cost_header and (a.merge or a.all or not a.configfiles):
+        raise ValueError("--cost-header rewrites the block of each config file it is given: "
+                         "name the files, without --merge or --all")
     files = a.configfiles or ["config/config.yaml"]
     if a.all:
         files = [*files, *sorted(str(p) for p in Path("config/studies").glob("*.yaml"))]
@@ -54,7 +57,7 @@ def cmd_check(a) -> None:
     for group in groups:
         name = " + ".join(map(str, group))
         try:
-            cfg = study.check(study.load(group), local=not a.cluster)
+            cfg = study.check(study.load(group), local=not (a.cluster or a.cost_header))
         except (ValueError, FileNotFoundError) as e:
             if len(groups) == 1:
                 raise
@@ -62,10 +65,16 @@ def cmd_check(a) -> None:
             bad.append(name)
             continue
         print(f"{name}: config OK ({len(cfg['experiments'])} experiments, {_runs(cfg)})")
-        if a.cluster:  # what each rule's jobs ask a scheduler for (bnstudy.plan_resources)
+        if a.cluster or a.cost_header:
+            from bnstudy import study_cost
             from bnstudy.plan import Plan
 
-            print(Plan(cfg).resource_table())
+            plan = Plan(cfg)
+        if a.cluster:  # what each rule's jobs ask a scheduler for (bnstudy.plan_resources)
+            print(plan.resource_table())
+        if a.cost_header:  # the header's generated cost block (bnstudy.study_cost)
+            changed = study_cost.rewrite(group[0], plan)
+            print(f"{name}: cost block {'rewritten' if changed else 'up to date'}")
     if bad:
         raise ValueError(f"{len(bad)} of {len(groups)} configs failed: {', '.join(bad)}")
 

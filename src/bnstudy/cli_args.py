@@ -53,6 +53,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--cluster", action="store_true",
                    help="jobs run elsewhere: do not require a CUDA device on this machine, "
                    "and print each rule's requests (GPU, memory, time) estimated from the study")
+    s.add_argument("--cost-header", action="store_true",
+                   help="rewrite the generated cost block of each named config file's header "
+                   "in place (the study's estimated GPU- and CPU-hours per stage, from FLOP "
+                   "counts, beside what --cluster requests; bnstudy.study_cost); checks as "
+                   "--cluster does")
 
     s = sub.add_parser("verify", help="check every checksummed file of a study (tables, run "
                        "files, datasets) and name the bad ones and what to rerun; exit 1 if any")
