@@ -233,3 +233,19 @@ def test_the_snakefile_passes_the_plans_requests(tmp_path):
         want = plan.job_resources(rule, wildcards)
         assert {k: int(listed[k]) for k in resources.KEYS} == want, (rule, wildcards, listed)
     assert any(listed["gpu"] == "1" for _, _, listed in jobs)
+
+
+def test_luos_unit_students_run_on_cpu_cores_and_never_ask_for_a_gpu():
+    """Issue 22, item 7: Luo's single-unit students (arch: unit, 4096 weights) are bound by
+    per-step overhead, so each of luo_paper's 234 runs asks for CPU cores only, never for a GPU
+    of its own; the same study's ResNet18 runs (§5) do ask for one."""
+    paper = harness.REPO / "config" / "studies" / "luo_paper.yaml"
+    plan = Plan(study.check(study.load([str(paper)]), local=False))
+    cfg = plan.config
+    arch = {e: cfg["models"][cfg["experiments"][e]["model"]]["arch"] for e in plan.experiments}
+    train = plan.resource_jobs()["train"]
+    unit = [w for w in train if arch[w["experiment"]] == "unit"]
+    assert len(unit) >= 234, len(unit)
+    assert all(plan.job_resources("train", w)["gpu"] == 0 for w in unit)
+    assert any(plan.job_resources("train", w)["gpu"] == 1 for w in train
+               if arch[w["experiment"]] != "unit")
