@@ -9,7 +9,7 @@ from torch.autograd import forward_ad
 
 from bnstudy.measures.partition import budget
 from bnstudy.measures.partition import compute as pdm
-from bnstudy.networks import models
+from bnstudy.networks import memory, models
 
 MB = 2**20
 
@@ -79,9 +79,9 @@ def test_auto_on_the_cpu_chunks_and_counts_as_a_stated_2048(digits, caplog):
     the measure's rows are exactly those of ``memory_budget_mb: 2048``."""
     assert pdm.Options.parse({}).memory_budget_mb == "auto"
     cpu = torch.device("cpu")
-    assert budget.budget_mb("auto", cpu) == 2048.0
+    assert memory.budget_mb("auto", cpu) == 2048.0
     cifar = models.build_model({"arch": "resnet9", "width": 64}, "batchnorm", (3, 32, 32), 10)
-    auto = budget.chunk_rows(cifar, 3072, budget.budget_mb("auto", cpu), 65536)
+    auto = budget.chunk_rows(cifar, 3072, memory.budget_mb("auto", cpu), 65536)
     assert auto == budget.chunk_rows(cifar, 3072, 2048, 65536) < 65536
     torch.manual_seed(0)
     net = models.build_model({"arch": "vgg", "channels": [4, "M", 6]}, "batchnorm", (1, 8, 8),

@@ -5,8 +5,8 @@ BN, and the forward-mode passes over ``points x D`` rows that give the units' gr
 over chunks of rows. A fixed row count cannot fit every model: 65536 rows of CIFAR images
 through a ResNet9 hold tens of GB of activations. So the chunk is sized from
 ``memory_budget_mb`` ("auto": a share of the device's free memory, 2048 MiB on the CPU; or MiB:
-:func:`bnstudy.networks.memory.budget_mb`, resolved by :func:`budget_mb` on the model's device
-when the measure runs): a row's cost is estimated from the activation sizes of one input
+:func:`bnstudy.networks.memory.budget_mb`, resolved on the model's device when the measure
+runs): a row's cost is estimated from the activation sizes of one input
 through the network,
 
     row_bytes = ROW_FACTOR * (input bytes + sum of every leaf module's output bytes)
@@ -21,18 +21,12 @@ activation memory, not counting the model's weights.
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 
 from bnstudy.networks import memory
 
 ROW_FACTOR = 4
 MB = memory.MB
-
-
-def budget_mb(value, device: torch.device) -> float:
-    """The MiB a pass may hold on ``device`` for the ``memory_budget_mb`` option ``value``."""
-    return memory.budget_mb(value, device)
 
 
 def row_bytes(model: nn.Module, input_dim: int) -> int:

@@ -98,7 +98,7 @@ from bnstudy.measures.partition import maps as partition_maps
 from bnstudy.measures.partition.frozen_bn import frozen_copy
 from bnstudy.measures.partition.options import METHODS, POINT_SETS, Options  # noqa: F401
 from bnstudy.measures.partition.polytope import crossing_counts, frame
-from bnstudy.networks import models
+from bnstudy.networks import memory, models
 from bnstudy.networks.normalizers import batch_statistics_layers
 from bnstudy.train.loop import build
 
@@ -205,7 +205,7 @@ def measure(model: nn.Module, ds, options: dict | Options | None = None,
              "applicable": False} for s in opts.point_sets for r in opts.radii],
             "partition_density_maps": [], "partition_boundaries": []}
     xtr = torch.as_tensor(ds.x_train, device=dev).reshape(len(ds.x_train), -1)
-    mb = budget.budget_mb(opts.memory_budget_mb, dev)  # "auto": read on this device, now
+    mb = memory.budget_mb(opts.memory_budget_mb, dev)  # "auto": read on this device, now
     rows_per_pass = budget.chunk_rows(model, xtr.shape[1], mb, opts.chunk_rows)
     # the statistics pass keeps within the measure's memory budget too
     net = frozen_copy(model, opts.bn_statistics, xtr, batch, rows_per_pass, int(mb * budget.MB))
