@@ -142,9 +142,17 @@ class Resources:
         out["claims"], out["report"] = [{}], [{}]
         return {rule: jobs for rule, jobs in out.items() if jobs}
 
-    def resource_table(self) -> str:
-        """What ``check --cluster`` prints (:func:`bnstudy.resources.table`)."""
+    def _requests_by_rule(self) -> tuple[dict, dict]:
+        """Every job's request by rule, and the CPU threads of each rule's jobs."""
         rows = {rule: [self.job_resources(rule, w) for w in jobs]
                 for rule, jobs in self.resource_jobs().items()}
-        threads = {r: self.config["threads"] for r in ("train", *self.measures)}
+        return rows, {r: self.config["threads"] for r in ("train", *self.measures)}
+
+    def resource_table(self) -> str:
+        """What ``check --cluster`` prints (:func:`bnstudy.resources.table`)."""
+        rows, threads = self._requests_by_rule()
         return resources.table(rows, threads, set(self.config.get("resources") or {}))
+
+    def requested_hours(self) -> tuple[float, float]:
+        """(GPU-hours, CPU-hours) the study's requests ask for in all (the table's last line)."""
+        return resources.requested_hours(*self._requests_by_rule())

@@ -260,6 +260,15 @@ def check(cfg: dict, rules) -> None:
                 fail(f"{where}.{key}", f"got {value!r}; allowed: an integer >= {low}")
 
 
+def requested_hours(rows: dict[str, list[dict]], threads: dict[str, int]) -> tuple:
+    """(GPU-hours, CPU-hours) the requests ``rows`` (``{rule: [request, ...]}``) ask for in all:
+    GPUs x runtime, and threads (``threads[rule]``, else 1) x runtime."""
+    gpu_h = sum(j["gpu"] * j["runtime"] for jobs in rows.values() for j in jobs) / 60
+    cpu_h = sum(threads.get(rule, 1) * j["runtime"] for rule, jobs in rows.items()
+                for j in jobs) / 60
+    return gpu_h, cpu_h
+
+
 def table(rows: dict[str, list[dict]], threads: dict[str, int], overridden=()) -> str:
     """The per-rule summary ``check --cluster`` prints: jobs, and the min-max of each request
     over them (``*``: set by the config's ``resources:``; ``capped``: an estimate reached a
@@ -273,13 +282,11 @@ def table(rows: dict[str, list[dict]], threads: dict[str, int], overridden=()) -
         return ("  * resources:" if rule in overridden else "") + ("  capped" if capped else "")
 
     lines = [f"{'rule':28s} {'jobs':>5s}  {'gpu':>5s}  {'mem_mb':>13s}  {'runtime (min)':>13s}"]
-    gpu_h = cpu_h = 0.0
     for rule, jobs in rows.items():
         lines.append(f"{rule:28s} {len(jobs):5d}  {span([j['gpu'] for j in jobs]):>5s}  "
                      f"{span([j['mem_mb'] for j in jobs]):>13s}  "
                      f"{span([j['runtime'] for j in jobs]):>13s}{note(rule, jobs)}")
-        gpu_h += sum(j["gpu"] * j["runtime"] for j in jobs) / 60
-        cpu_h += sum(threads.get(rule, 1) * j["runtime"] for j in jobs) / 60
+    gpu_h, cpu_h = requested_hours(rows, threads)
     lines.append(f"requested in all: {gpu_h:.1f} GPU-hours, {cpu_h:.1f} CPU-hours "
                  f"(runtime limits, {MARGIN:g}x the estimates; at most, with every "
                  "replication round)")

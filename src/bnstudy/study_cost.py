@@ -100,19 +100,6 @@ def stages(plan) -> list[Stage]:
     return rows
 
 
-def requested(plan) -> tuple[float, float]:
-    """(GPU-hours, CPU-hours) ``check --cluster`` requests in all
-    (:func:`bnstudy.resources.table`): runtime limits, with margin and floors."""
-    gpu_h = cpu_h = 0.0
-    for rule, jobs in plan.resource_jobs().items():
-        threads = plan.config["threads"] if _stage_of(rule) != REST else 1
-        for wildcards in jobs:
-            req = plan.job_resources(rule, wildcards)
-            gpu_h += req["gpu"] * req["runtime"] / 60
-            cpu_h += threads * req["runtime"] / 60
-    return gpu_h, cpu_h
-
-
 def block(plan) -> str:
     """The generated cost block (marker lines included, each line ending in a newline)."""
     r = resources
@@ -121,7 +108,7 @@ def block(plan) -> str:
     for s in rows:
         if s.name != REFRESH_ROW:
             total = total + s
-    req_gpu, req_cpu = requested(plan)
+    req_gpu, req_cpu = plan.requested_hours()
     prose = (
         "Estimated compute of every job of every planned replication round (the most the "
         "study runs): the work estimates of `check --cluster` without their margin, floors and "
