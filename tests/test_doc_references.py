@@ -4,12 +4,26 @@ docstrings. A reference to a moved file is a broken promise to a reader."""
 
 import importlib
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = sorted(p for p in ROOT.rglob("*")
+
+
+def _project_files() -> list[Path]:
+    """The project's files: what git tracks or would track (ignored files such as pytest's
+    cache, a venv or results are no documentation), or every file when git is unavailable."""
+    try:
+        out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+        return [ROOT / line for line in out.splitlines()]
+    except (OSError, subprocess.CalledProcessError):
+        return list(ROOT.rglob("*"))
+
+
+DOCS = sorted(p for p in _project_files()
               if p.is_file() and p.suffix in (".md", ".yaml", ".yml", ".smk", ".rst", ".py")
               and not {".venv", ".git", "results", ".snakemake", "data"} & set(p.parts)
               and "expansions" not in p.parts)
