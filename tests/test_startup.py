@@ -149,3 +149,26 @@ def test_render_all_rejects_bad_outputs_before_drawing_any(tmp_path):
     with pytest.raises(ValueError, match="unknown figure family 'nope'"):
         plots.render_all("nope", [table], {"e1": str(first)}, {})
     assert not first.exists()
+
+
+def test_training_and_replaying_an_update_do_not_import_dynamo():
+    """torch.optim's first call imports torch._dynamo (about 1.3 s per process, a third of a
+    default-study training job); the CPU training loop and a checkpoint's replayed update (the
+    ICS measure's) use bnstudy's SGD instead, bitwise the same update (tests/test_sgd.py)."""
+    _fresh("""
+        import sys
+        import numpy as np
+        from bnstudy import data
+        from bnstudy.train import checkpoints, loop
+        ds = data.make("star2d", {"n_train": 64, "n_test": 32, "seed": 0})
+        spec = {"experiment": "t", "dataset": "star2d", "model": "m", "norm": "batchnorm",
+                "seed": 0, "model_config": {"arch": "mlp", "depth": 3, "width": 16},
+                "training": {"lr": 0.05, "momentum": 0.9, "weight_decay": 1e-4,
+                             "batch_size": 16, "steps": 6, "eval_every": 3,
+                             "checkpoints": [0, 3]}}
+        run = loop.train(spec, ds, "cpu")
+        restored = checkpoints.restore(run, 1, ds)
+        restored.optimizer.step()
+        assert np.isfinite(run["history"][-1]["loss"])
+        assert "torch._dynamo" not in sys.modules, "torch._dynamo imported"
+    """)

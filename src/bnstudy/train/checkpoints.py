@@ -39,8 +39,8 @@ class Restored:
     def optimizer(self) -> torch.optim.Optimizer:
         """The SGD optimizer over ``model`` with the checkpoint's state (momentum buffers).
 
-        Built on first use: the first ``torch.optim`` call in a process imports torch._dynamo,
-        seconds of start-up that measures without an optimizer need not pay.
+        Built on first use, by the training's own factory (:func:`bnstudy.train.sgd.make`), so
+        a replayed update is the one training took.
         """
         if self._optimizer is None:
             self._optimizer = make_optimizer(self.model, self.spec.training)

@@ -56,7 +56,16 @@ from torch import nn
 from bnstudy.data import Dataset
 from bnstudy.io import stable_hash
 from bnstudy.networks import models, normalizers
-from bnstudy.train import augment, determinism, evaluation, precision, progress, resume, schedules
+from bnstudy.train import (
+    augment,
+    determinism,
+    evaluation,
+    precision,
+    progress,
+    resume,
+    schedules,
+    sgd,
+)
 from bnstudy.train.config import TrainConfig  # noqa: F401 (re-exported)
 from bnstudy.train.evaluation import evaluate, loss_fn  # noqa: F401 (re-exported)
 from bnstudy.train.resume import RESUME_KIND, to_cpu  # noqa: F401 (re-exported)
@@ -122,10 +131,10 @@ def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     return t.to(device)
 
 
-def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.SGD:
-    params = list(model.parameters())
-    return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum,
-                           weight_decay=cfg.weight_decay, **precision.sgd_options(params))
+def make_optimizer(model: nn.Module, cfg: TrainConfig):
+    """The run's SGD (:mod:`bnstudy.train.sgd`: torch's fused kernel on CUDA, else the same
+    update without ``torch.optim``'s dynamo import)."""
+    return sgd.make(list(model.parameters()), cfg.lr, cfg.momentum, cfg.weight_decay)
 
 
 def build(spec: RunSpec | dict, ds: Dataset, device: torch.device | str = "cpu") -> nn.Module:

@@ -1,4 +1,4 @@
-"""Training precision and the fast paths of the optimizer.
+"""Training precision.
 
 ``precision`` (a training option): ``fp32`` (default) trains and evaluates in float32;
 ``bf16`` runs the forward passes of training and of the trainer's evaluations under
@@ -10,14 +10,12 @@ by how they round. Parameters, gradients, optimizer state, checkpoints and every
 float32: measures never use autocast. The option is part of the run spec, hence of each table's
 provenance.
 
-``sgd_options``: SGD's fused CUDA kernel (one launch per step instead of a loop over tensors) where
-the model is on CUDA and this torch has it; elsewhere torch's default implementation.
+The optimizer and its fused CUDA path: :mod:`bnstudy.train.sgd`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 
 import torch
 
@@ -37,10 +35,3 @@ def autocast(device: torch.device, precision: str):
         return contextlib.nullcontext()
     return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
 
-
-def sgd_options(params: list) -> dict:
-    """Extra ``torch.optim.SGD`` options for ``params``: ``fused=True`` on CUDA when supported."""
-    on_cuda = bool(params) and all(p.device.type == "cuda" for p in params)
-    if on_cuda and "fused" in inspect.signature(torch.optim.SGD).parameters:
-        return {"fused": True}
-    return {}

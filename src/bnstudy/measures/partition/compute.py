@@ -257,7 +257,7 @@ def run(run: dict, ds, options: dict, device: torch.device) -> dict[str, list[di
         if run["checkpoints"] else set()
     for ck in run["checkpoints"]:
         # The model and batch of the checkpoint, as checkpoints.restore gives them, without the
-        # optimizer (building torch.optim.SGD imports torch._dynamo: seconds per job).
+        # optimizer, which this measure does not use.
         model = build(run["spec"], ds, device)
         model.load_state_dict(ck["model"])
         # the exact boundaries at the first and last checkpoint only: what the figure draws
