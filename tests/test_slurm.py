@@ -188,15 +188,19 @@ def _rule(job: dict, groups) -> str:
 PROFILE = harness.REPO / "workflow/profiles/slurm/config.yaml"
 
 
-def test_profile_groups_every_measure():
-    """A measure rule missing from the profile's groups would be one cluster job per experiment
-    each; the group takes the experiment wildcard only (not the block of seeds: the measures of
-    one block share a job)."""
+def test_every_measure_is_grouped_by_its_rule_not_by_a_profile_list():
+    """A measure rule outside the group would be one cluster job per experiment each. The group
+    is the measure rules' own (one rule per registered measure, so a new measure needs no
+    profile edit); it takes the experiment wildcard only (not the block of seeds: the measures
+    of one block share a job), and the profile does not override it."""
     profile = yaml.safe_load(PROFILE.read_text())
     assert profile["executor"] == "slurm" and profile["retries"] >= 1
     assert "set-resources" not in profile  # every rule's requests come from the study
+    rules = (harness.REPO / "workflow/rules/measures.smk").read_text()
+    assert "for _measure in PLAN.measures:" in rules
+    assert re.search(r'group:\s*"measures_\{experiment\}"', rules), "measure rules' group"
     for name in measures.REGISTRY:
-        assert profile["groups"].get(name) == "measures_{experiment}", name
+        assert profile["groups"].get(name, "measures_{experiment}") == "measures_{experiment}"
     assert profile["group-components"]["measures_{experiment}"] >= len(measures.REGISTRY)
 
 
