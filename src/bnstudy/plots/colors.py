@@ -5,8 +5,9 @@ baseline; a normalizer keeps its colour whatever else a figure shows, so BN is t
 the default study, in Balestriero's and in Santurkar's. With 20 registered normalizers and 11
 colours some share a colour; the table below gives each shipped study's normalizers distinct
 colours (tested), and every (colour, marker) pair is unique, so any set of normalizers is told
-apart by colour and marker together. A normalizer registered later and absent from the table
-gets a colour and marker derived from its name (stable across runs and studies).
+apart by colour and marker together. A normalizer registered later (its own module, no edit
+here) gets a colour and marker derived from its name among the pairs the table leaves free
+(stable across runs and studies, never a shipped normalizer's).
 """
 
 from __future__ import annotations
@@ -44,9 +45,14 @@ NORMS = {
 }
 
 
+_FREE = tuple((c, m) for m in MARKERS for c in CB if (c, m) not in set(NORMS.values()))
+
+
 def _derived(name: str) -> tuple[str, str]:
+    """A (colour, marker) pair that no fixed entry uses, chosen by a hash of ``name``: stable
+    across runs and studies, and apart from every shipped normalizer's."""
     h = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big")
-    return CB[h % len(CB)], MARKERS[(h // len(CB)) % len(MARKERS)]
+    return _FREE[h % len(_FREE)]
 
 
 def norm_color(name: str) -> str:
