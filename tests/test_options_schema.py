@@ -58,3 +58,20 @@ def test_a_section_declared_twice_is_refused(tmp_path):
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(ValueError, match=r"\['ics'\] are derived"):
         validate_schema({}, path, study.measure_sections())
+
+
+def test_dataset_kinds_come_from_the_data_registry_not_the_schema_file(monkeypatch):
+    """A new dataset kind is declared where its generator is (bnstudy.data.GENERATORS and
+    OPTIONS): the schema file names no kind, and the check refuses an unknown one by name."""
+    from bnstudy import data
+
+    doc = yaml.safe_load(SCHEMA.read_text())
+    kind = doc["properties"]["datasets"]["additionalProperties"]["properties"]["kind"]
+    assert "enum" not in kind and kind["type"] == "string"
+    cfg = study.load([ROOT / ".test/config.yaml"])
+    cfg["datasets"]["extra"] = {"kind": "ring2d"}
+    with pytest.raises(ConfigError, match=r"datasets\.extra\.kind.*'ring2d'.*star2d"):
+        validate_schema(cfg, SCHEMA, study.measure_sections(), data.kinds())
+    monkeypatch.setitem(data.GENERATORS, "ring2d", data.GENERATORS["star2d"])
+    monkeypatch.setitem(data.OPTIONS, "ring2d", data.OPTIONS["star2d"])
+    validate_schema(cfg, SCHEMA, study.measure_sections(), data.kinds())

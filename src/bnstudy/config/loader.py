@@ -236,11 +236,15 @@ def _bad_value(error) -> str:
 
 
 def validate_schema(cfg: dict, schema: str | Path = SCHEMA,
-                    sections: dict[str, dict] | None = None) -> dict:
+                    sections: dict[str, dict] | None = None,
+                    dataset_kinds: list[str] | None = None) -> dict:
     """``cfg`` validated against the JSON schema, defaults filled in (in place, as Snakemake's
     ``validate`` does); a ConfigError names the key path, bad value and what is allowed.
     ``sections``: top-level sections whose schema is derived elsewhere (a measure's, from its
-    options class: :meth:`bnstudy.options.Options.json_schema`), added to the file's."""
+    options class: :meth:`bnstudy.options.Options.json_schema`), added to the file's.
+    ``dataset_kinds``: the registered dataset kinds (:func:`bnstudy.data.kinds`), the enum of
+    ``datasets.<name>.kind``; the file declares the key's type only, so a new kind is declared
+    once, where its generator is."""
     from jsonschema import Draft202012Validator, validators
     from jsonschema.exceptions import best_match
 
@@ -250,6 +254,9 @@ def validate_schema(cfg: dict, schema: str | Path = SCHEMA,
         raise ValueError(f"{schema}: sections {clash} are derived from their options classes "
                          "and must not be declared in the schema file too")
     schema_doc["properties"].update(sections or {})
+    if dataset_kinds is not None:
+        kind = schema_doc["properties"]["datasets"]["additionalProperties"]["properties"]["kind"]
+        kind["enum"] = sorted(dataset_kinds)
     props = Draft202012Validator.VALIDATORS["properties"]
 
     def set_defaults(validator, properties, instance, sch):

@@ -202,14 +202,14 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
     ``local``: jobs run on this machine, so a CUDA device must exist here (a cluster run checks
     it at the start of each train job instead).
     """
-    from bnstudy import analyses, plan_resources
+    from bnstudy import analyses, data, plan_resources
     from bnstudy.config import model_checks, setup_checks
     from bnstudy.networks import models
     from bnstudy.train import loop as training
 
     if not isinstance(cfg, dict):
         fail("", f"the config must be a mapping of settings, got {type(cfg).__name__}")
-    validate_schema(cfg, schema, measure_sections())
+    validate_schema(cfg, schema, measure_sections(), data.kinds())
     setup_checks.check_results(cfg)
     _device(cfg, local)
     sizes = _datasets(cfg)
