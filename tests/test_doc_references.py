@@ -62,3 +62,26 @@ def test_every_named_path_and_module_exists(doc):
     assert not missing, f"{doc.relative_to(ROOT)} names paths that do not exist: {missing}"
     bad = sorted({m for m in MODULE.findall(text) if not _resolves(m)})
     assert not bad, f"{doc.relative_to(ROOT)} names modules/attributes that do not exist: {bad}"
+
+
+IMPORT = re.compile(r"\bfrom (bnstudy(?:\.\w+)*) import (\w+(?:, *\w+)*)")
+VERB = re.compile(r"python -m bnstudy ([a-z][\w-]*)")
+
+
+@pytest.mark.parametrize("doc", [d for d in DOCS if d.suffix in (".md", ".rst", ".yaml")],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_import_in_a_documents_commands_works(doc):
+    """``python -c "from bnstudy.x import y"`` in a recipe is run by readers as written."""
+    text = doc.read_text(encoding="utf-8", errors="ignore")
+    bad = sorted({f"from {m} import {n}" for m, names in IMPORT.findall(text)
+                  for n in re.split(r", *", names) if not _resolves(f"{m}.{n}")})
+    assert not bad, f"{doc.relative_to(ROOT)} shows imports that fail: {bad}"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_named_cli_verb_exists(doc):
+    from bnstudy import cli
+
+    text = doc.read_text(encoding="utf-8", errors="ignore")
+    bad = sorted(set(VERB.findall(text)) - set(cli.COMMANDS))
+    assert not bad, f"{doc.relative_to(ROOT)} names verbs `python -m bnstudy` lacks: {bad}"

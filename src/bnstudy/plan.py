@@ -272,7 +272,7 @@ class Plan(Rounds, Figures, Resources):
 
     def job_counts(self) -> dict[str, int]:
         """How many jobs of each rule the study runs, its replication rounds as the round files
-        record them (what the README's study table states; ``python -m bnstudy counts``)."""
+        record them (the README's counts blocks, rewritten by ``bnstudy ledger --readme``)."""
         counts: dict[str, int] = {"prepare_data": len({x["dataset"]
                                                         for x in self.experiments.values()})}
         grid = self.grid(self.experiments)
