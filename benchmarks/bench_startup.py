@@ -6,7 +6,9 @@ does any work (interpreter, libraries, the package), and that cost's share of th
     python benchmarks/bench_startup.py --run                 # also run it from scratch (minutes)
 
 Start-up per job kind is the CPU time (user + sys) of a fresh ``python -c`` that imports what
-that kind's command imports before its first computation, the median of ``--repeats`` runs.
+that kind's command imports before its first computation (and, for training, builds its
+optimizer), the median of ``--repeats`` runs. The dry run counts the first replication round's
+jobs only (later rounds are planned when the round before ends).
 With ``--run`` the study runs from scratch into a temporary results directory and the script
 prints its wall time, its total CPU (every job's, from the children's resource usage) and the
 start-up share = sum over jobs of their kind's start-up / total CPU.
@@ -29,8 +31,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # What each job kind imports before computing (mirrors the CLI verbs' imports).
 KINDS = {
     "prepare_data": "import bnstudy.cli, bnstudy.data, bnstudy.io",
-    "train": "import bnstudy.cli, torch, bnstudy.data, bnstudy.io, bnstudy.train.loop, "
-             "bnstudy.train.checkpoints",
+    # the optimizer too: torch.optim's first call imports torch._dynamo (bnstudy.train.sgd)
+    "train": "import bnstudy.cli, torch, bnstudy.data, bnstudy.io, bnstudy.train.loop as t, "
+             "bnstudy.train.checkpoints; t.make_optimizer(torch.nn.Linear(2, 2), "
+             "t.TrainConfig.from_dict({'lr': 0.1, 'steps': 1}))",
     "measure": "import bnstudy.cli, torch, bnstudy.data, bnstudy.io, bnstudy.measures, "
                "bnstudy.train.checkpoints, bnstudy.train.loop, pandas",
     "aggregate": "import bnstudy.cli, bnstudy.tables.aggregation",
@@ -38,6 +42,12 @@ KINDS = {
     "plot": "import bnstudy.cli, bnstudy.plots; bnstudy.plots.load_all(); "
             "import matplotlib.pyplot, seaborn",
     "claims": "import bnstudy.cli, bnstudy.io, bnstudy.claims.ledger, scipy.stats",
+    # a replication round computes the study's ledger as it stands (claims' imports)
+    "replication_round": "import bnstudy.cli, bnstudy.replication.rounds, scipy.stats",
+    "replication_table": "import bnstudy.cli, bnstudy.replication.rounds, "
+                         "bnstudy.tables.aggregation",
+    # a script job: a plain Python process (Snakemake's script preamble, then the script)
+    "job_arguments": "import snakemake.script, bnstudy.arguments",
     "report": "import bnstudy.cli, bnstudy.report.build; import bnstudy.plots; "
               "bnstudy.plots.load_all()",
 }
