@@ -85,9 +85,9 @@ def test_bad_options_fail_with_valid_choices(name, options, match):
 
 
 @pytest.mark.parametrize("name, options, match", [
-    ("ghost_batchnorm", {"ghost_batch_size": 1}, "ghost_batch_size"),
-    ("noisy_batchnorm", {"n_sigma": 0.5}, "n_sigma"),
-    ("noisy_batchnorm", {"eval_noise": "max"}, "eval_noise 'max'.*mean, off"),
+    ("ghost_batchnorm", {"ghost_batch_size": 1}, "ghost_batch_size=1; valid: an int >= 2"),
+    ("noisy_batchnorm", {"n_sigma": 0.5}, "n_sigma=0.5; valid: a number >= 1"),
+    ("noisy_batchnorm", {"eval_noise": "max"}, "eval_noise='max'; valid: 'mean' or 'off'"),
     ("instancenorm", {}, "conv layers"),
 ])
 def test_bad_layer_settings_fail_clearly(name, options, match):

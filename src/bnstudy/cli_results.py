@@ -12,7 +12,10 @@ log = logging.getLogger("bnstudy")
 
 
 def cmd_list(a) -> None:
+    """Each registry's names; a normalizer's options (default: meaning) follow it, generated
+    from its registration, the one place they are declared."""
     from bnstudy.catalog import registries
+    from bnstudy.networks import normalizers
 
     for what, entries in registries().items():
         if a.what not in ("all", what):
@@ -20,6 +23,9 @@ def cmd_list(a) -> None:
         print(f"{what}:")
         for name, text in entries.items():
             print(f"  {name:26s} {text}".rstrip())
+            if what == "normalizers":
+                for line in normalizers.REGISTRY[name].option_help():
+                    print(f"  {'':26s}   {line}")
 
 
 def cmd_ledger(a) -> None:

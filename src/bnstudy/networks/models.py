@@ -71,7 +71,8 @@ class ModelConfig:
     bias_init: str = "zero"
     bias_std: float = 1.0
     # options per normalizer name, e.g. {"ghost_batchnorm": {"ghost_batch_size": 8}}: one model
-    # serves every normalizer of an experiment (normalizers.py documents each option)
+    # serves every normalizer of an experiment (`python -m bnstudy list normalizers` lists each
+    # normalizer's options, declared in its own module)
     norm_options: dict = field(default_factory=dict)
 
     @classmethod
@@ -123,6 +124,13 @@ class ModelConfig:
             if not isinstance(opts, dict):
                 raise ValueError(f"norm_options[{name!r}] must map option names to values, "
                                  f"got {opts!r}")
+            # the registry is the one declaration of a normalizer's options (the schema takes
+            # any mapping): unknown keys and bad values are refused here, when a study config is
+            # checked, not when the first run of that normalizer builds its model
+            try:
+                normalizers.get(name, opts)
+            except ValueError as e:
+                raise ValueError(f"norm_options.{name}: {e}") from None
 
     def normalizer(self, norm: str) -> normalizers.Normalizer:
         """Normalizer ``norm`` configured with its entry of ``norm_options`` (checked)."""

@@ -27,38 +27,11 @@ layers of every registered normalizer):
 
 Options: a model config's ``norm_options`` maps normalizer names to their options, e.g.
 ``{"ghost_batchnorm": {"ghost_batch_size": 8}}``, so one model serves every normalizer of an
-experiment; each normalizer gets its own entry (:meth:`Normalizer.with_options`). Unknown names
-or bad values fail with the valid choices.
-
-============================  ===============================================================
-normalizer                    options (default)
-============================  ===============================================================
-none, batchnorm,              —
-batchnorm_fixed_affine,
-layernorm, weightnorm,
-instancenorm, l1norm, l2norm, (l_p norms: ``eps`` (1e-5) added to the l_p scale)
-linfnorm, zero_bias,
-weightnorm_meanonly_bn,
-weightnorm_varonly_bn
-groupnorm                     ``groups`` (8): the largest divisor of the width <= groups
-noisy_batchnorm               ``n_mu`` (0.5), ``n_sigma`` (1.25), ``r_mu`` (0.1), ``r_sigma``
-                              (0.1): Santurkar Alg. 1; ``eval_noise`` ("mean" | "off")
-ghost_batchnorm               ``ghost_batch_size`` (16): virtual batch size of the statistics
-batchnorm_jitter              ``extra_variance`` (0.15): BN-Explained §5's jitter: noise that
-                              raises var(mu_B), var(sigma_B) by this fraction
-population_norm               ``n_samples`` (1024): training inputs in the population;
-                              ``refresh_every`` (1): steps between re-estimates; ``zeta``
-                              ("eq3" | number >= 0): gamma-decay factor; ``zeta_batch_size``
-                              (null = training batch size): Eq. 3's M; ``zeta_probes`` (4):
-                              antithetic probe pairs for the kink part of "eq3"'s curvature
-                              (0 = Gauss-Newton part only); ``eps`` (1e-5)
-weightnorm_gamma_decay        ``zeta`` ("luo" = 1/(2M) linear, 1/(4M) ReLU units | number);
-                              ``zeta_batch_size`` (null = training batch size): M;
-                              ``input_var`` (1.0 = plain WN, g = gamma | number |
-                              "fan_in" = 1/fan_in, Luo's x ~ N(0, I/N))
-bn_init                       ``fold`` (true): fold the frozen BN map into W, b; ``eps`` (1e-5)
-random_bias                   ``bias_std`` (null = the model config's ``bias_std``)
-============================  ===============================================================
+experiment; each normalizer gets its own entry (:meth:`Normalizer.with_options`). Unknown names,
+unknown options or bad values fail with the valid choices when the study config is checked
+(:meth:`bnstudy.networks.models.ModelConfig.validate`). Each normalizer declares its options
+(defaults, checks and one-line meanings) in its own registration and nowhere else:
+``python -m bnstudy list normalizers`` lists them, generated from the registry.
 
 Each normalizer is registered by the module under :mod:`bnstudy.networks.norms` that defines it
 (:func:`bnstudy.networks.norms.registry.register`; the module names its entries in a

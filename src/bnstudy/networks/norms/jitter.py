@@ -175,5 +175,7 @@ register(Normalizer(
     check=lambda o: require(o, "extra_variance",
                             lambda v: number_at_least(0)(v) and math.isfinite(v),
                             "a finite number >= 0"),
+    option_docs={"extra_variance": "the fraction by which the noise raises var(mu_B) and "
+                                   "var(sigma_B) over the mini-batch's own"},
     description="BN with jitter: extra noise raising var(mu_B), var(sigma_B) by extra_variance "
                 "(BN-Explained §5)"))

@@ -35,7 +35,7 @@ from torch import nn
 
 from bnstudy.networks.norms.host_ints import buffer_int, remember_int
 from bnstudy.networks.norms.layers import BatchNormBase, check_value
-from bnstudy.networks.norms.registry import BN, Normalizer, register
+from bnstudy.networks.norms.registry import BN, Normalizer, number_at_least, register, require
 
 EVAL_NOISE = ("mean", "off")
 
@@ -117,7 +117,22 @@ class NoisyBatchNorm(StepNoise, BatchNormBase):
 # -- the registry entry ------------------------------------------------------------------------
 NORMALIZERS = ("noisy_batchnorm",)
 
+
+def _check(o: dict) -> None:
+    """Algorithm 1's ranges (the layer checks them again when built)."""
+    for key, lo in (("n_mu", 0), ("n_sigma", 1), ("r_mu", 0), ("r_sigma", 0)):
+        require(o, key, number_at_least(lo), f"a number >= {lo}")
+    require(o, "eval_noise", lambda v: v in EVAL_NOISE, " or ".join(map(repr, EVAL_NOISE)))
+
+
 register(Normalizer(
     "noisy_batchnorm", lambda c, kind, **o: NoisyBatchNorm(c, **o), **BN, stochastic=True,
     options={"n_mu": 0.5, "n_sigma": 1.25, "r_mu": 0.1, "r_sigma": 0.1, "eval_noise": "mean"},
+    check=_check,
+    option_docs={
+        "n_mu": "per step and unit mu_j ~ U(-n_mu, n_mu): the additive noise's mean (Alg. 1)",
+        "n_sigma": "per step and unit sigma_j ~ U(1, n_sigma): the multiplicative noise's mean",
+        "r_mu": "per sample m_ij ~ U(mu_j - r_mu, mu_j + r_mu): the additive noise's spread",
+        "r_sigma": "per sample s_ij ~ N(sigma_j, r_sigma): the multiplicative noise's std",
+        "eval_noise": "'mean' applies the noise's expectation in eval mode, 'off' none"},
     description="BatchNorm followed by Santurkar's Algorithm 1 time-varying noise"))

@@ -278,14 +278,29 @@ register(Normalizer(
     options={"n_samples": 1024, "refresh_every": 1, "zeta": "eq3", "zeta_batch_size": None,
              "zeta_probes": 4, "eps": 1e-5},
     check=_check_population, before_update=_population_refresh,
+    option_docs={
+        "n_samples": "training inputs in the population the statistics are estimated on",
+        "refresh_every": "training steps between re-estimates of the population statistics",
+        "zeta": "the gamma-decay factor: 'eq3' (Luo's Eq. 3) or a number >= 0",
+        "zeta_batch_size": "Eq. 3's M (null: the training batch size)",
+        "zeta_probes": "antithetic probe pairs for the kink part of the 'eq3' curvature "
+                       "(0: its Gauss-Newton part only)",
+        "eps": "added to the population variance"},
     description="Luo's population normalization + gamma decay"))
 register(Normalizer(
     "weightnorm_gamma_decay", lambda c, kind, zeta, input_var, **_: WeightNormGammaDecay(
         c, zeta=zeta, input_var=input_var), linear_bias=False,
     options={"zeta": "luo", "zeta_batch_size": None, "input_var": 1.0},
     check=_check_wn_gamma_decay, on_init=luo_zeta,
+    option_docs={
+        "zeta": "'luo' (1/(2M) for linear, 1/(4M) for ReLU units) or a number >= 0",
+        "zeta_batch_size": "the M of 'luo' (null: the training batch size)",
+        "input_var": "the input variance: 1.0 (plain WN, g = gamma), a number > 0, or 'fan_in' "
+                     "(1/fan_in: Luo's x ~ N(0, I/N))"},
     description="Luo's WN + gamma decay (population norm for isotropic inputs, §4 Eq. 4)"))
 register(Normalizer(
     "bn_init", lambda c, kind, **_: FrozenAffine(c), options={"fold": True, "eps": 1e-5},
     check=_check_bn_init, on_init=lambda model, ctx, o: fold_bn_init(model, ctx, o),
+    option_docs={"fold": "fold the frozen BN map into the layer's W, b (false: keep it a layer)",
+                 "eps": "added to the whole training set's variance"},
     description="BN-Explained's smart init: whole-training-set BN frozen at step 0, no BN"))

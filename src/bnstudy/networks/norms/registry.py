@@ -42,6 +42,9 @@ class Normalizer:
     stochastic: bool = False  # training mode draws noise (of the step set by set_step)
     options: dict = field(default_factory=dict)  # defaults; with_options gives configured ones
     check: Callable[[dict], None] | None = None  # validates option values
+    # option -> its one-line meaning: `python -m bnstudy list normalizers` prints it with the
+    # default from ``options``, so an option is declared (default, check, meaning) only here
+    option_docs: dict[str, str] = field(default_factory=dict)
     bias_init: str | None = None  # overrides the model config's bias_init when set
     on_init: Callable[[nn.Module, HookContext, dict], None] | None = None
     before_update: Callable[[nn.Module, HookContext, int, dict], None] | None = None
@@ -64,6 +67,12 @@ class Normalizer:
             self.check(merged)
         return replace(self, options=merged)
 
+    def option_help(self) -> list[str]:
+        """One line per option: ``name (default): meaning``, generated from ``options`` and
+        ``option_docs`` (the listing of the CLI's ``list normalizers``; no hand-kept table)."""
+        return [f"{k} ({_yaml(v)})" + (f": {self.option_docs[k]}" if k in self.option_docs else "")
+                for k, v in self.options.items()]
+
     def init_overrides(self) -> dict:
         """Model-config fields this normalizer overrides (the bias-init baselines)."""
         if self.bias_init is None:
@@ -72,6 +81,15 @@ class Normalizer:
         if self.options.get("bias_std") is not None:
             out["bias_std"] = float(self.options["bias_std"])
         return out
+
+
+def _yaml(value) -> str:
+    """``value`` as a config spells it (null, true/false), for the option listing."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return repr(value) if isinstance(value, str) else str(value)
 
 
 REGISTRY: dict[str, Normalizer] = {}

@@ -60,6 +60,7 @@ register(Normalizer("layernorm", _layernorm, description="LayerNorm over feature
 register(Normalizer(
     "groupnorm", _groupnorm, options={"groups": 8},
     check=lambda o: require(o, "groups", int_at_least(1), "an int >= 1"),
+    option_docs={"groups": "the number of groups: the largest divisor of the width <= groups"},
     description="GroupNorm (the largest divisor of the width <= groups, 8 by default)"))
 register(Normalizer("instancenorm", _instancenorm, linear_bias=False,
                     description="InstanceNorm (per sample and channel over H, W; conv only)"))
@@ -72,4 +73,5 @@ register(Normalizer(
     "random_bias", identity, bias_init="random", options={"bias_std": None},
     check=lambda o: require(o, "bias_std", lambda v: v is None or number_at_least(0)(v),
                             "null or a number >= 0"),
+    option_docs={"bias_std": "the biases' standard deviation (null: the model config's bias_std)"},
     description="no normalization, biases ~ N(0, bias_std^2) (BN-Explained §3.3)"))
