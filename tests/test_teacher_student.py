@@ -14,6 +14,7 @@ from bnstudy import data, measures
 from bnstudy.measures.teacher_student import compute as ts
 from bnstudy.networks import models
 from bnstudy.theory import luo as luo_theory
+from bnstudy.train import checkpoints
 from bnstudy.train import loop as training
 
 OPTS = {"N": 30, "alpha": 2.0, "S": 0.25, "n_test": 4000, "seed": 3}
@@ -128,6 +129,33 @@ def test_measure_is_pure_and_deterministic(ds, gd_run):
     assert pd.DataFrame(first).equals(pd.DataFrame(second))
     for c0, c1 in zip(before["checkpoints"], gd_run["checkpoints"], strict=True):
         assert all(torch.equal(c0["model"][k], c1["model"][k]) for k in c0["model"])
+
+
+@pytest.mark.parametrize("options", [{}, {"bn_statistics": "recomputed", "erm": False}])
+def test_run_is_measure_on_each_checkpoint(ds, gd_run, options):
+    """``run`` is the loop over checkpoints and ``measure`` one checkpoint's model: the same
+    rows bit for bit, also without the ERM basis ``run`` shares between checkpoints."""
+    rows = ts.run(gd_run, ds, options, torch.device("cpu"))
+    each = []
+    for i in range(len(gd_run["checkpoints"])):
+        restored = checkpoints.restore(gd_run, i, ds)
+        each += ts.measure(restored.model, ds, options, gd_run["spec"], step=restored.step,
+                           diverged=gd_run["diverged"])
+    assert pd.DataFrame(each).equals(pd.DataFrame(rows)) and len(rows) == 3
+    assert [list(r) for r in each] == [list(r) for r in rows]  # the columns in order
+
+
+def test_measure_leaves_the_model_unchanged(ds, star):
+    run = training.train(student("batchnorm", batch_size=10, momentum=0.0, steps=20), ds, "cpu")
+    net = checkpoints.restore(run, len(run["checkpoints"]) - 1, ds).model
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    for options in ({}, {"bn_statistics": "recomputed"}):
+        for mode in (True, False):
+            net.train(mode)
+            (row,) = ts.measure(net, ds, options, run["spec"], step=20)
+            assert net.training is mode and row["step"] == 20 and row["epochs"] == 20 * 10 / 60
+            assert all(torch.equal(v, before[k]) for k, v in net.state_dict().items())
+    assert ts.measure(net, star, {}, run["spec"]) == []  # no rows off teacher-student data
 
 
 def test_bn_family_theory_and_purity(ds):

@@ -8,10 +8,10 @@ training and model options (each architecture's own:
 cross references, the measures' and analyses' own option checks, batch sizes and epoch
 milestones against the training set, each model's size and normalizer layers counted on the meta
 device (:mod:`bnstudy.config.model_checks`) before it is built and run once on its dataset's input
-shape, ICS layer indices against its layers, the device, the results directory, the datasets'
-seeds and files and the plot palette (:mod:`bnstudy.config.setup_checks`). Every
-failure is a :class:`ConfigError` of one short paragraph: the key path, the bad value and what
-is allowed.
+shape, each measure's own ``check`` against that model (ICS's layer indices), the device, the
+results directory, the datasets' seeds and files and the plot palette
+(:mod:`bnstudy.config.setup_checks`). Every failure is a :class:`ConfigError` of one short
+paragraph: the key path, the bad value and what is allowed.
 
 The Snakefile calls :func:`load` (the files read strictly, ``extends:`` chains resolved, sweeps
 expanded into the flat form: :mod:`bnstudy.config.sweeps`) and :func:`check` on the result (through
@@ -127,7 +127,6 @@ def _build(model_cfg, norm: str, kind: str, options: dict, forward: bool):
 def _experiments(cfg: dict, sizes: dict, model_cfgs: dict, train_cfgs: dict, mopts: dict):
     from bnstudy import data, measures
     from bnstudy.config import model_checks, setup_checks
-    from bnstudy.measures.ics import compute as ics
     from bnstudy.networks import normalizers
 
     configured = sorted(m for m in measures.REGISTRY if m in cfg)
@@ -175,18 +174,30 @@ def _experiments(cfg: dict, sizes: dict, model_cfgs: dict, train_cfgs: dict, mop
                                         f"allowed: {normalizers.names()}")
             key = (e["model"], e["dataset"], norm)
             try:
-                if key not in built:  # the plain net is kept (ics counts its layers)
+                if key not in built:  # the plain net is kept (the measures' checks read it)
                     net = _build(mc, norm, kind, ds.get("options"), norm == "none")
                     built[key] = net if norm == "none" else None
             except ValueError as err:
                 fail(where, f"model {e['model']!r} with normalizer {norm!r} on dataset "
                              f"{e['dataset']!r}: {err}")
-        if "ics" in mopts and "ics" in e.get("measures", ["ics"]):
-            n_layers = len(ics.layer_groups(built[(e["model"], e["dataset"], "none")]))
-            try:
-                ics.resolve_layers(mopts["ics"].layers, n_layers)
-            except ValueError as err:
-                fail("ics.layers", f"{err} (model {e['model']!r}, experiment {name!r})")
+        _measure_checks(name, e, kind, mopts, built[(e["model"], e["dataset"], "none")])
+
+
+def _measure_checks(name: str, e: dict, kind: str, mopts: dict, plain) -> None:
+    """Each measure the experiment runs (configured, for its data kind, in its ``measures`` list
+    when it has one) checks its options against the experiment's plain model (its ``check``,
+    :mod:`bnstudy.measures`); an error names the option, the model and the experiment."""
+    from bnstudy import measures
+
+    for m, opts in mopts.items():
+        spec = measures.REGISTRY[m]
+        if spec.check is None or not spec.applies_to(kind) or m not in e.get("measures", [m]):
+            continue
+        try:
+            spec.check(opts, plain)
+        except ValueError as err:  # the check names <section>.<key>; else its section does
+            fail("" if str(err).startswith(f"{m}.") else m,
+                 f"{err} (model {e['model']!r}, experiment {name!r})")
 
 
 def measure_sections() -> dict[str, dict]:

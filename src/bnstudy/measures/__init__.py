@@ -19,7 +19,16 @@ torch):
 - ``COLUMNS``: ``{table: {column: meaning with units}}`` of every column its rows carry besides
   the run's identifying ones, and ``ROWS``: ``{table: what one row is}``: its part of the column
   dictionary (:mod:`bnstudy.column_docs`, ``results/README.md``), checked against the rows it
-  writes (``tests/test_column_docs.py``).
+  writes (``tests/test_column_docs.py``);
+- optionally ``check(options, model) -> None``: the measure's own config check, for what its
+  ``Options`` cannot know alone because it depends on the model (ICS's layer indices against
+  the model's layers). The study check (:mod:`bnstudy.config.study`) calls it before any job,
+  once per experiment that runs the measure, with the parsed ``Options`` and that experiment's
+  plain model (normalizer ``none``, built once per model and dataset on the CPU, shared: the
+  check must not change it); it may import torch inside. It raises ``ValueError`` naming the
+  option, the bad value and the valid ones (``options.fail(key, why)`` writes
+  ``<section>.<key>=<value>: <why>``); the study adds the model and experiment. Absent: no
+  check. A check keeps a measure's errors in its own package, so that the study names none.
 
 The CLI adds the runs' identifying columns and writes one Parquet file per table and
 experiment; the workflow aggregates them into ``results/tables/<table>.parquet``. The workflow's
@@ -54,6 +63,7 @@ class Measure:
     module: ModuleType
     columns: dict  # {table: {column: meaning}}
     rows: dict  # {table: what one row is}
+    check: Callable[[Options, object], None] | None = None  # config check against the model
 
     def applies_to(self, dataset_kind: str) -> bool:
         return self.dataset_kinds is None or dataset_kind in self.dataset_kinds
@@ -76,9 +86,13 @@ def _discover() -> dict[str, Measure]:
         if undocumented:
             raise TypeError(f"measure package {mod.__name__}: COLUMNS and ROWS must describe "
                             f"each of its TABLES; missing {undocumented}")
+        check = getattr(mod, "check", None)
+        if check is not None and not callable(check):
+            raise TypeError(f"measure package {mod.__name__}: check must be a function "
+                            f"check(options, model), got {check!r}")
         found[mod.NAME] = Measure(mod.NAME, mod.run, mod.Options, tuple(mod.TABLES),
                                   None if mod.DATASET_KINDS is None else tuple(mod.DATASET_KINDS),
-                                  mod, dict(mod.COLUMNS), dict(mod.ROWS))
+                                  mod, dict(mod.COLUMNS), dict(mod.ROWS), check)
     return found
 
 

@@ -2,7 +2,8 @@
 
 The measure's contract (torch-free, read by the workflow planner): ``NAME`` (its config section),
 ``TABLES`` (the first is the main table), ``DATASET_KINDS`` (``None``: every kind), ``Options``,
-``run`` and ``COLUMNS`` / ``ROWS`` (what its tables' columns and rows mean: :mod:`.columns`).
+``run``, ``COLUMNS`` / ``ROWS`` (what its tables' columns and rows mean: :mod:`.columns`) and
+``check`` (its ``layers`` against the model's layers, before any job runs).
 The definitions and every open choice are documented in :mod:`.compute` (the ``ics`` table) and
 :mod:`.activations` (``ics_activations``: quantiles of sampled units' normalizer outputs over
 training, Santurkar's Figs. 2 and 6).
@@ -17,7 +18,7 @@ NAME = "ics"
 TABLES = ("ics", "ics_activations")
 DATASET_KINDS = None
 
-__all__ = ["COLUMNS", "ROWS", "DATASET_KINDS", "NAME", "TABLES", "Options", "run"]
+__all__ = ["COLUMNS", "ROWS", "DATASET_KINDS", "NAME", "TABLES", "Options", "check", "run"]
 
 
 def run(run: dict, data, options: Options, device) -> dict[str, list[dict]]:
@@ -28,3 +29,16 @@ def run(run: dict, data, options: Options, device) -> dict[str, list[dict]]:
     opts = Options.parse(options)
     return {"ics": compute.run_ics(run, data, opts, device),
             "ics_activations": activations.run_activations(run, data, opts, device)}
+
+
+def check(options: Options, model) -> None:
+    """Refuse ``layers`` indices that ``model`` (the experiment's plain net) does not have, at
+    config-check time rather than inside a measure job after training."""
+    from bnstudy.measures.ics import compute
+
+    opts = Options.parse(options)
+    n_layers = len(compute.layer_groups(model))
+    try:
+        compute.resolve_layers(opts.layers, n_layers)
+    except ValueError as e:
+        opts.fail("layers", str(e))

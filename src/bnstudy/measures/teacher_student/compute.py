@@ -1,7 +1,8 @@
 """Luo et al. (2019) §4 teacher-student measure: generalization error against the closed forms.
 
 For a run on a ``teacher_student`` dataset (runs on other datasets give no rows), one row per
-checkpoint (or only the last, ``checkpoints: last``) with:
+checkpoint (or only the last, ``checkpoints: last``; :func:`measure` is one checkpoint's model,
+:func:`run` the loop over a run file's checkpoints) with:
 
 - ``gen_error``: Luo's generalization error (Eq. 16-17), ``E_x[(w*^T x - y(x))^2]`` over
   ``x ~ N(0, I/N)`` against the *noise-free* teacher, computed exactly from the student's function:
@@ -195,45 +196,58 @@ def zeta_of(run_spec: RunSpec, block, act: str | None, exact: bool, p: int,
 
 
 def run(run: dict, ds, options: Options, device: torch.device) -> list[dict]:
-    """The ``teacher_student`` table's rows for one run (none off teacher-student data)."""
+    """The ``teacher_student`` table's rows for one run (none off teacher-student data):
+    :func:`measure` on each selected checkpoint's restored model, sharing one ERM basis."""
     o = Options.parse(options)
-    w = teacher(ds)
-    if w is None:
+    if teacher(ds) is None:
         log.info("teacher_student: dataset kind %r is not teacher_student; no rows",
                  ds.meta.get("kind"))
         return []
-    spec, n = run["spec"], int(ds.input_shape[0])
-    p = len(ds.x_train)
-    alpha, noise = p / n, float(ds.meta["noise_variance"])
-    base = {"alpha": alpha, "N": n, "P": p, "S": noise,
-            "data_seed": int(ds.meta["options"].get("seed", 0)),
-            "batch_size": spec.training.batch_for(p),
-            "lr": float(spec.training.lr), "diverged": bool(run["diverged"]),
-            "bn_statistics": o.bn_statistics}
-    xtr = torch.as_tensor(ds.x_train, device=device)
-    ytr = torch.as_tensor(ds.y_train, device=device)
-    xte = torch.as_tensor(ds.x_test, device=device)
-    yte = torch.as_tensor(ds.y_test, device=device)
     idx = range(len(run["checkpoints"]))
-    rows, basis = [], None
+    rows, cache = [], {}
     for i in (idx if o.checkpoints == "all" else [idx[-1]]):
         restored = checkpoints.restore(run, i, ds, device)
-        net = (recompute_bn_statistics(restored.model, xtr)
-               if o.bn_statistics == "recomputed" else copy.deepcopy(restored.model))
-        net.eval()
-        row = {"step": restored.step, **base,
-               "epochs": restored.step * base["batch_size"] / p,
-               "train_mse": evaluate(net, xtr, ytr, ds.task)[0],
-               "test_mse": evaluate(net, xte, yte, ds.task)[0]}
-        row.update(_student_columns(spec, net, w, xte, o, alpha, noise, p))
-        lam = row.pop("_lam")
-        erm = {"erm_sgd": np.nan, "erm_theory": np.nan, "erm_shrinkage": np.nan}
-        if o.erm and row["activation"] == "linear":
-            if basis is None:
-                basis = luo_erm.basis(ds, w, device)
-            erm = luo_erm.errors(basis, lam, row["zeta"])
-        rows.append({**row, **erm})
+        rows += measure(restored.model, ds, o, run["spec"], step=restored.step,
+                        diverged=bool(run["diverged"]), cache=cache)
     return rows
+
+
+def measure(model: nn.Module, ds, options: Options | dict | None, spec: RunSpec, *,
+            step: int = 0, diverged: bool = False, cache: dict | None = None) -> list[dict]:
+    """One checkpoint's row: ``model`` (trained as ``spec`` says, ``step`` steps; ``diverged``:
+    its run's flag) on the teacher-student dataset ``ds``; no rows on other data. ``model`` is
+    left as it is: the measure evaluates an eval-mode copy (``checkpoints`` is :func:`run`'s
+    choice and ignored here). ``cache``: a memo of the data-only ERM basis that :func:`run`
+    shares between one run's checkpoints (the same numbers without it)."""
+    o = Options.parse(options)
+    w = teacher(ds)
+    if w is None:
+        return []
+    param = next(model.parameters(), None)
+    device = param.device if param is not None else torch.device("cpu")
+    n, p = int(ds.input_shape[0]), len(ds.x_train)
+    alpha, noise = p / n, float(ds.meta["noise_variance"])
+    batch_size = spec.training.batch_for(p)
+    xtr, ytr, xte, yte = (torch.as_tensor(a, device=device)
+                          for a in (ds.x_train, ds.y_train, ds.x_test, ds.y_test))
+    net = (recompute_bn_statistics(model, xtr)
+           if o.bn_statistics == "recomputed" else copy.deepcopy(model))
+    net.eval()
+    row = {"step": step, "alpha": alpha, "N": n, "P": p, "S": noise,
+           "data_seed": int(ds.meta["options"].get("seed", 0)), "batch_size": batch_size,
+           "lr": float(spec.training.lr), "diverged": bool(diverged),
+           "bn_statistics": o.bn_statistics, "epochs": step * batch_size / p,
+           "train_mse": evaluate(net, xtr, ytr, ds.task)[0],
+           "test_mse": evaluate(net, xte, yte, ds.task)[0]}
+    row.update(_student_columns(spec, net, w, xte, o, alpha, noise, p))
+    lam = row.pop("_lam")
+    erm = {"erm_sgd": np.nan, "erm_theory": np.nan, "erm_shrinkage": np.nan}
+    if o.erm and row["activation"] == "linear":
+        cache = {} if cache is None else cache
+        if "basis" not in cache:
+            cache["basis"] = luo_erm.basis(ds, w, device)
+        erm = luo_erm.errors(cache["basis"], lam, row["zeta"])
+    return [{**row, **erm}]
 
 
 def _student_columns(spec, net, w, xte, o, alpha, noise, p) -> dict:
