@@ -6,7 +6,10 @@ edit."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import harness
@@ -55,3 +58,44 @@ def test_a_new_measure_runs_through_the_tiny_study(tmp_path_factory):
     harness.write_config(project / "config" / "config.yaml", {**cfg, "results": "results"})
     proc = harness.snakemake(project, "-n", check=False)
     assert proc.returncode != 0 and "weight_norms.ord" in proc.stdout + proc.stderr
+
+
+# The tests that derive their lists from the registries (measures, normalizers, figures, the
+# profile's groups, the column dictionary, the layout): a recipe that needed an edit it does not
+# name would fail one of them in a project holding only the recipe's files.
+REGISTRY_TESTS = ("test_slurm.py", "test_column_docs.py", "test_norm_colors.py",
+                  "test_normalizers.py", "test_normalizer_traits.py", "test_options_schema.py",
+                  "test_doc_references.py", "test_layout.py", "test_workflow.py",
+                  "test_startup.py", "test_extension.py")
+
+
+def _tracked(root: Path) -> list[str]:
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=root,
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.skip("needs git to list the project's files")
+    return [f for f in out.stdout.splitlines() if (root / f).is_file()]
+
+
+@pytest.mark.workflow
+def test_the_recipes_files_are_all_a_new_measure_and_normalizer_need(tmp_path):
+    """In a copy of the project plus the fixture's files (a measure's package and plot module,
+    a normalizer's module) and nothing else hand-edited, the unit tests that derive their lists
+    from the registries pass. The one other file that changes is generated: results/README.md's
+    column dictionary, rewritten by the command EXTENDING.md's recipe gives."""
+    project = tmp_path / "project"
+    for f in _tracked(harness.REPO):
+        (project / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(harness.REPO / f, project / f)
+    shutil.copytree(FIXTURE / "src", project / "src", dirs_exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(project / "src")}
+    gen = subprocess.run([sys.executable, "-m", "bnstudy", "columns", "--readme",
+                          "results/README.md"], cwd=project, env=env, capture_output=True,
+                         text=True)
+    assert gen.returncode == 0, gen.stderr[-3000:]
+    assert "weight_norms" in (project / "results" / "README.md").read_text()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-m", "not workflow",
+                           "-p", "no:cacheprovider", *(f"tests/{t}" for t in REGISTRY_TESTS)],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    assert " passed" in proc.stdout
