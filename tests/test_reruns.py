@@ -12,7 +12,8 @@ input/output files of a forced dry run). So:
   (claims, report) -- no training, no other measure;
 - the model, training and normalizer modules rerun training and everything downstream;
 - a figure module reruns only its family's ``plot_<family>`` job and the report;
-  plots/__init__.py every figure.
+  plots/__init__.py every figure; a new figure module adds its family's job and reruns the
+  report (and the report's argument file: the list of figures), nothing else.
 
 The edited stage must rerun for "Params have changed" (its code hash), the rest for "Input files
 updated by another job". Edits are undone after each case (the hash is of content).
@@ -220,6 +221,91 @@ def test_editing_plotting_code_reruns_only_plots_and_report(local_study, full_pl
     if module == "plots/__init__.py":  # the shared code: every figure family
         assert {j["rule"] for j in got} == {j["rule"] for j in full_plan
                                              if j["rule"].startswith("plot_")} | {"report"}
+
+
+# A figure family added as its own module: it draws the training table with training_curves'
+# scope and datasets (one figure per experiment, teacher-student experiments skipped).
+NEW_FAMILY = "throwaway_training_loss"
+NEW_FAMILY_MODULE = f'''"""A throwaway figure family (tests/test_reruns.py)."""
+
+from bnstudy.plots import Family, figure, finish, register
+
+
+def draw(frames, options):
+    fig, axes = figure(1, 1)
+    axes[0, 0].plot(frames[0]["step"], frames[0]["loss"], ".")
+    return finish(fig)
+
+
+register(Family("{NEW_FAMILY}", draw, tables=("training",), module="throwaway_plot",
+                skip_datasets=("teacher_student",), caption="Training loss (a test figure)."))
+'''
+
+
+def _argument_job(job: str):
+    return lambda j: j["rule"] == "job_arguments" and j["wildcards"].get("job") == job
+
+
+def _figure_dirs(job: dict) -> set[str]:
+    return {Path(f).parent.name for f in job["output"] if f.endswith(".png")}
+
+
+def test_adding_a_figure_module_reruns_only_its_family_and_the_report(local_study, full_plan):
+    """A new figure module joins the registry by discovery (bnstudy.plots): it adds its family's
+    job (and that job's argument file) and changes the report (its code hash covers every plot
+    module; its inputs and argument file list every figure). No other job's code hash covers it
+    (plots/__init__.py imports the modules dynamically): nothing else reruns."""
+    plots_dir = local_study["project"] / "src" / "bnstudy" / "plots"
+    path = plots_dir / "throwaway_plot.py"
+    path.write_text(NEW_FAMILY_MODULE)
+    try:
+        got = dry_run(local_study["project"])
+    finally:
+        path.unlink()
+        for cached in (plots_dir / "__pycache__").glob("throwaway_plot.*"):
+            cached.unlink()
+    rule = f"plot_{NEW_FAMILY}"
+    # one job drawing a figure for each experiment training_curves draws (same scope and skip)
+    (new,) = [j for j in got if j["rule"] == rule]
+    (curves,) = [j for j in full_plan if j["rule"] == "plot_training_curves"]
+    assert _figure_dirs(new) == _figure_dirs(curves) != set(), new
+    assert "Missing output files" in new["reason"], new
+    # expected: the new job and its argument file, the report's argument file (the figure list
+    # changes) and everything downstream of that file in the study's DAG (the report)
+    assert len([j for j in full_plan if _argument_job("report")(j)]) == 1
+    expected = {("job_arguments", ("job", rule)), (rule,)} | set(
+        job_keys(downstream(full_plan, _argument_job("report"))))
+    assert sorted(job_keys(got)) == sorted(expected), job_keys(got)
+    rules = {j["rule"] for j in got}
+    assert "report" in rules and rules <= {"job_arguments", rule, "report"}, rules
+    assert not rules & {"train", "prepare_data", "aggregate", "analysis", "claims",
+                        *measures.REGISTRY}
+    (args,) = [j for j in got if _argument_job("report")(j)]
+    assert "Params have changed since last execution" in args["reason"], args
+    (report,) = [j for j in got if j["rule"] == "report"]
+    assert set(new["output"]) & set(report["input"]), report
+    assert "Input files updated by another job" in report["reason"], report
+
+
+@pytest.mark.parametrize("module", ["training"])
+def test_editing_a_figure_module_reruns_only_its_families_and_the_report(local_study,
+                                                                         full_plan, module):
+    """Editing one plot module changes the code hash of its own families (and of any family
+    whose module imports it) and the report's, nothing else: exactly those jobs rerun, the
+    figures for changed params (no argument file changes), the report for redrawn figures."""
+    plots.load_all()
+    src = local_study["project"] / "src" / "bnstudy"
+    users = {f"plot_{n}" for n, f in plots.FAMILIES.items()
+             if f"plots/{module}.py" in harness.imported_modules([f"plots/{f.module}.py"], src)}
+    drawn = {j["rule"] for j in full_plan if j["rule"].startswith("plot_")}
+    own = {f"plot_{n}" for n, f in plots.FAMILIES.items() if f.module == module}
+    assert own & drawn, f"the tiny study draws no family of plots/{module}.py"
+    got = _edited(local_study["project"], f"plots/{module}.py")
+    assert sorted(j["rule"] for j in got) == sorted((users & drawn) | {"report"})
+    for j in got:  # the figures for their code hash; the report also for the redrawn figures
+        reason = ("Input files updated by another job" if j["rule"] == "report" else
+                  "Params have changed since last execution")
+        assert reason in j["reason"], j
 
 
 def test_snakemake_report_builds_offline(local_study):
