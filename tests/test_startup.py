@@ -170,5 +170,7 @@ def test_training_and_replaying_an_update_do_not_import_dynamo():
         restored = checkpoints.restore(run, 1, ds)
         restored.optimizer.step()
         assert np.isfinite(run["history"][-1]["loss"])
+        from bnstudy.theory import dannemann_example  # the dannemann analysis' GD
+        dannemann_example.gradient_descent(np.array([[3.0, 1.0]]), "bn", 20, 0.1, 1e-12, 10)
         assert "torch._dynamo" not in sys.modules, "torch._dynamo imported"
     """)

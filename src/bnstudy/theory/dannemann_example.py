@@ -129,7 +129,7 @@ def scan_minima(theta: np.ndarray, loss: np.ndarray, radius: float) -> list[tupl
 # -- gradient descent -------------------------------------------------------------------------
 
 def gradient_descent(w0, objective: str, steps: int, lr: float, eps: float, every: int):
-    """Full-batch GD (torch SGD, no momentum) from every row of ``w0`` (K, 2) at once: one
+    """Full-batch GD (SGD's update, no momentum) from every row of ``w0`` (K, 2) at once: one
     output unit per init, each with its own loss, so the K runs do not interact. Returns
     [(step, W (K, 2), losses (K,)), ...] at steps 0..100, every ``every``-th step and the last,
     and the final per-init gradient norms."""
@@ -143,16 +143,16 @@ def gradient_descent(w0, objective: str, steps: int, lr: float, eps: float, ever
     lin = net[0]
     with torch.no_grad():
         lin.weight.copy_(torch.as_tensor(w0))
-    opt = torch.optim.SGD(lin.parameters(), lr=lr, momentum=0.0)
     path = []
     for t in range(steps + 1):
-        opt.zero_grad()
+        lin.weight.grad = None
         losses = ((net(x) - y[:, None]) ** 2).sum(0)
         losses.sum().backward()
         if t <= 100 or t % every == 0 or t == steps:
             path.append((t, lin.weight.detach().numpy().copy(), losses.detach().numpy().copy()))
-        if t < steps:
-            opt.step()
+        if t < steps:  # torch.optim.SGD's update without momentum, bitwise, without the
+            with torch.no_grad():  # torch._dynamo import its first call costs (train/sgd.py)
+                lin.weight.add_(lin.weight.grad, alpha=-lr)
     return path, lin.weight.grad.norm(dim=1).numpy().copy()
 
 
