@@ -415,3 +415,30 @@ def test_jitter_augmentation_claim_is_a_difference_in_points():
     row = claims.evaluate({"generalization": rows}).set_index("claim_id").loc["jitter_aug"]
     assert row["effect"] == pytest.approx(1.0) and row["verdict"] == "supported"
     assert row["value"] == pytest.approx(90.0)
+
+
+class _Recording(dict):
+    """Frames that record which tables are asked for."""
+
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.asked = set()
+
+    def get(self, key, default=None):
+        self.asked.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self.asked.add(key)
+        return super().__getitem__(key)
+
+
+def test_the_ledger_reads_exactly_the_tables_the_workflow_gives_it():
+    """The claims job and the replication rounds take claims.reads.TABLES as inputs and no
+    more: those must be every table evaluate() asks for (each claim's, training, dannemann)."""
+    from bnstudy.claims import reads
+
+    frames = _Recording()
+    claims.evaluate(frames)
+    assert frames.asked == set(reads.TABLES)
+    assert {c.table for c in claims.CLAIMS} | {"training", "dannemann"} == set(reads.TABLES)

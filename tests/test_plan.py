@@ -286,3 +286,21 @@ def test_figure_jobs_declare_their_vector_copies(default):
     assert default.figure_files("training_curves") == list(
         default.figure_outputs("training_curves").values())
     assert p.all_figures() == default.all_figures()  # the report embeds the PNGs only
+
+
+def test_the_claims_job_and_rounds_read_only_the_ledgers_tables(tmp_path):
+    """Figure-only tables (boundaries, maps, activation quantiles, probe curves) are neither the
+    claims job's inputs nor a replication round's: the largest tables of a study, read and
+    sorted by every round before."""
+    cfg = study.check(study.load([ROOT / "config/config.yaml"]), local=False)
+    cfg["results"] = str(tmp_path / "results")
+    p = plan.Plan(cfg)
+    stems = {Path(t).stem for t in p.ledger_tables()}
+    assert {"ics", "smoothness", "partition_density", "training", "dannemann"} <= stems
+    assert not stems & {"partition_boundaries", "partition_density_maps", "ics_activations",
+                        "smoothness_probes", "bn_jitter_boundary"}
+    assert {Path(t).stem for t in p.all_tables()} > stems
+    parts = p.round_inputs(0)
+    assert parts and not [f for f in parts if "boundar" in f or "_maps" in f
+                          or "activations" in f or "probes" in f]
+    assert any(f.endswith("/ics.parquet") for f in parts)

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from bnstudy import analyses, measures, plots
+from bnstudy.claims import reads
 from bnstudy.codeversion import code_version
 from bnstudy.networks import norms
 from bnstudy.plan_figures import Figures
@@ -244,6 +245,11 @@ class Plan(Rounds, Figures, Resources):
         extra = [REPLICATION] if self.policies else []
         return [self.res("tables", f"{t}.parquet") for t in [*self.tables, *self.analyses,
                                                                *extra]]
+
+    def ledger_tables(self) -> list[str]:
+        """The tables the claims job reads (:data:`bnstudy.claims.reads.TABLES`)."""
+        return [self.res("tables", f"{t}.parquet") for t in [*self.tables, *self.analyses]
+                if t in reads.TABLES]
 
     # -- code versions -----------------------------------------------------------------------
     def code(self, stage: str, extra=()) -> str:

@@ -1,6 +1,6 @@
 rule claims:
     input:
-        tables=get_all_tables(),
+        tables=get_ledger_tables(),
         arguments=arguments_file("claims"),
     output:
         report(

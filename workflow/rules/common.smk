@@ -160,6 +160,10 @@ def get_all_tables():
     return PLAN.all_tables()
 
 
+def get_ledger_tables():
+    return PLAN.ledger_tables()
+
+
 def get_all_figures():
     return PLAN.all_figures()
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from functools import cached_property
 
+from bnstudy.claims import reads
 from bnstudy.replication.policy import Policy, policies
 
 
@@ -139,14 +140,21 @@ class Rounds:
             return [self.round_file(k) for k in self._walk(upto=int(job[5:]))[1]]
         return []
 
+    @property
+    def round_tables(self) -> list[str]:
+        """The tables a round's ledger reads (:data:`bnstudy.claims.reads.TABLES`), not the
+        figure-only ones."""
+        return [t for t in self.tables if t in reads.TABLES]
+
     def round_inputs(self, k: int) -> list[str]:
-        """Every part of every table at round ``k``'s state (the round's ledger reads them)."""
+        """Every part of the ledger's tables at round ``k``'s state (the round's ledger reads
+        them)."""
         looks = self.state(k)
-        return [f for t in self.tables for f in self.table_inputs(t, looks)]
+        return [f for t in self.round_tables for f in self.table_inputs(t, looks)]
 
     def round_arguments(self, k: int) -> list[str]:
         looks = self.state(k)
         spec = {t: {"file": self.table_file(t), "level": self.table_level(t),
-                    "experiments": self.table_experiments(t)} for t in self.tables}
+                    "experiments": self.table_experiments(t)} for t in self.round_tables}
         return ["--grid", _json(self.grid(self.experiments, looks)), "--tables", _json(spec),
                 "--plans", _json(self.plans())]
