@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bnstudy.config.entries import entry_schemas
 from bnstudy.config.loader import (
     SCHEMA,
     fail,
@@ -220,7 +221,9 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
 
     if not isinstance(cfg, dict):
         fail("", f"the config must be a mapping of settings, got {type(cfg).__name__}")
-    validate_schema(cfg, schema, measure_sections(), data.kinds())
+    # the measures' sections, the dataset kinds and the models' and trainings' keys are
+    # declared by their own classes and registries, and generated into the schema here
+    validate_schema(cfg, schema, measure_sections(), data.kinds(), entry_schemas())
     setup_checks.check_results(cfg)
     _device(cfg, local)
     sizes = _datasets(cfg)

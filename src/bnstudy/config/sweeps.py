@@ -39,6 +39,7 @@ import itertools
 import yaml
 
 from bnstudy.config import sweep_checks, sweep_experiments
+from bnstudy.config.entries import entry_schemas
 from bnstudy.config.loader import NAME, SCHEMA, fail
 from bnstudy.config.sweep_checks import FAMILY_KEYS, ID_COLUMNS, SECTIONS, SWEEP_KEYS  # noqa: F401
 from bnstudy.config.sweep_experiments import experiment_axes  # noqa: F401 (re-exported: study.load)
@@ -63,8 +64,9 @@ def fmt(value) -> str:
 
 
 def _keys(section: str, entry: dict, where: str) -> list[str]:
-    """The keys an axis or variant may set: a dataset kind's options, else the schema's keys of
-    the section's entries."""
+    """The keys an axis or variant may set: a dataset kind's options, a model's or training's
+    keys (generated from ModelConfig's and TrainConfig's fields: :func:`entry_schemas`), else
+    the schema file's keys of the section's entries (an experiment's)."""
     if section == "datasets":
         from bnstudy import data
 
@@ -73,6 +75,8 @@ def _keys(section: str, entry: dict, where: str) -> list[str]:
             fail(f"{where}.kind", f"got {kind!r}; allowed: one of {sorted(data.OPTIONS)} "
                                   "(a swept dataset needs its kind to check the axes)")
         return sorted(data.OPTIONS[kind])
+    if section in ("models", "trainings"):  # (imported only then: the classes import torch)
+        return sorted(entry_schemas()[section]["properties"])
     schema = yaml.safe_load(SCHEMA.read_text())
     return sorted(schema["properties"][section]["additionalProperties"]["properties"])
 

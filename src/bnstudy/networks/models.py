@@ -35,7 +35,7 @@ see a linear unit.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 
 import torch
 from torch import nn
@@ -58,22 +58,54 @@ from bnstudy.networks.resnet import resnet9, resnet18
 BUILDERS = {"cnn": cnn, "resnet9": resnet9, "resnet18": resnet18}
 
 
+def _key(default, schema: dict, doc: str = "", config: str | None = None, **kw):
+    """A model key: its default (MISSING: none), JSON-schema fragment, description and
+    ``config`` mode (``required``, ``filled`` or None: optional, nothing written into the
+    config; see :class:`ModelConfig`)."""
+    meta = {"schema": schema, "doc": doc} | ({"config": config} if config else {})
+    return field(default=default, metadata=meta, **kw)
+
+
+_AT_LEAST_1 = {"type": "integer", "minimum": 1}
+
+
 @dataclass(frozen=True)
 class ModelConfig:
-    arch: str
-    depth: int = 4
-    width: int = 64
-    slope: float = 0.0
-    channels: tuple = (32, "M", 64, "M", 128)
-    width_mult: float = 1.0
-    dropout: float = 0.0
-    init: str = "kaiming"
-    bias_init: str = "zero"
-    bias_std: float = 1.0
+    """A model entry, typed. Its fields are the one declaration of a model's keys: the study
+    config's ``models`` entry schema is generated from their metadata
+    (:func:`bnstudy.config.entries.entry_schema`: ``schema`` the key's JSON-schema fragment,
+    ``doc`` its description, ``config`` required or filled with the default), and sweeps take
+    their keys from it. Only ``norm_options`` is filled in: a default written into every model
+    would change every existing run's spec. Which keys an architecture reads is
+    :mod:`bnstudy.networks.archs`' (checked by :mod:`bnstudy.config.model_checks`)."""
+
+    arch: str = _key(MISSING, {"enum": list(ARCHS)}, "the architecture", "required")
+    depth: int = _key(4, _AT_LEAST_1, "hidden blocks (mlp; dln: maps in all)")
+    width: int = _key(64, _AT_LEAST_1, "units per hidden block (mlp), first-stage width (resnets)")
+    slope: float = _key(0.0, {"type": "number", "minimum": 0},
+                        "leaky-ReLU slope (0: ReLU, 1: the identity)")
+    channels: tuple = _key(
+        (32, "M", 64, "M", 128),
+        {"type": "array", "items": {"anyOf": [{"type": "integer", "minimum": 1}, {"const": "M"}]}},
+        "vgg: conv widths, M for a 2x2 max-pool")
+    width_mult: float = _key(1.0, {"type": "number", "exclusiveMinimum": 0},
+                             "vgg, cnn: the conv widths' multiplier")
+    dropout: float = _key(0.0, {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+                          "dropout after each hidden block (each residual block for resnets)")
+    init: str = _key("kaiming", {"enum": list(INITS)}, "the weights' initialization")
+    bias_init: str = _key("zero", {"enum": list(BIAS_INITS)}, "the biases' initialization")
+    bias_std: float = _key(1.0, {"type": "number", "minimum": 0},
+                           "bias_init random: the biases' standard deviation")
     # options per normalizer name, e.g. {"ghost_batchnorm": {"ghost_batch_size": 8}}: one model
     # serves every normalizer of an experiment (`python -m bnstudy list normalizers` lists each
     # normalizer's options, declared in its own module)
-    norm_options: dict = field(default_factory=dict)
+    norm_options: dict = _key(
+        MISSING, {"type": "object", "propertyNames": {"pattern": "^[A-Za-z0-9_]+$(?!\\n)"},
+               "additionalProperties": {"type": "object"}},
+        "options per normalizer name; each normalizer declares, checks and documents its own "
+        "(`python -m bnstudy list normalizers`), and the config check refuses an unknown "
+        "option or a bad value through the registry (bnstudy.networks.models.ModelConfig)",
+        "filled", default_factory=dict)
 
     @classmethod
     def from_dict(cls, d: dict) -> ModelConfig:

@@ -1,33 +1,76 @@
-"""A training setup, typed: the config's ``trainings:`` entry, parsed and checked."""
+"""A training setup, typed: the config's ``trainings:`` entry, parsed and checked.
+
+:class:`TrainConfig`'s fields are the one declaration of a training's keys: each field's
+metadata holds the key's JSON-schema fragment (``schema``: types and ranges as a config writes
+them, e.g. ``batch_size: full``), its description (``doc``) and whether the config must give it
+(``config: required``) or gets the field's default written in when it leaves it out (``config:
+filled``). The study config's ``trainings`` entry schema is generated from them
+(:func:`bnstudy.config.entries.entry_schema`), and sweeps take their keys from it, so a new
+training option is one field here. Keys without ``config`` are optional and nothing is written
+for them: a default written into every training would change every existing run's spec (and
+rerun it), so options added later stay out of the configs that do not set them.
+:meth:`TrainConfig.from_dict` checks what a schema cannot say (finite numbers, checkpoints
+within ``0..steps``, the schedule's and augmentation's own rules).
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from bnstudy.train import augment, precision, schedules
+
+_NUMBER = {"type": "number", "minimum": 0}
+
+
+def _key(default, schema: dict, doc: str = "", config: str | None = None):
+    """A training key: the field's default, its JSON-schema fragment, description and
+    ``config`` mode (``required``, ``filled`` or None: see the module docstring)."""
+    meta = {"schema": schema, "doc": doc} | ({"config": config} if config else {})
+    return field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    lr: float = 0.1
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    batch_size: int | None = 64  # None: full batch
-    steps: int = 500
-    eval_every: int = 50
-    checkpoints: tuple = (0,)  # steps at which checkpoints are saved; the last step is added
-    # the learning-rate schedule (:mod:`bnstudy.train.schedules`)
-    lr_schedule: str = "constant"  # constant | inverse_time | exponential | step
-    lr_decay: float = 0.0  # inverse_time, exponential: decay rate per step
-    lr_milestones: tuple = ()  # step: where the lr is multiplied by lr_step_factor
-    lr_milestone_unit: str = "step"  # step | epoch
-    lr_step_factor: float = 0.1
-    warmup_steps: int = 0  # linear warm-up
-    lr_reference_batch: int | None = None  # lr * batch_size / lr_reference_batch when set
-    augment: bool = False  # random crop + horizontal flip (:mod:`bnstudy.train.augment`)
-    augment_padding: int = 4
-    precision: str = "fp32"  # fp32 | bf16 autocast (:mod:`bnstudy.train.precision`)
+    lr: float = _key(0.1, _NUMBER, "the learning rate (the base of the schedule)", "required")
+    momentum: float = _key(0.0, _NUMBER, "SGD momentum", "filled")
+    weight_decay: float = _key(0.0, _NUMBER, "L2 weight decay (SGD's)", "filled")
+    batch_size: int | None = _key(  # None: full batch
+        64, {"anyOf": [{"type": "integer", "minimum": 1}, {"const": "full"}]},
+        "examples per step, or full (the whole training set)", "filled")
+    steps: int = _key(500, {"type": "integer", "minimum": 1}, "optimizer steps", "required")
+    eval_every: int = _key(50, {"type": "integer", "minimum": 1},
+                           "steps between evaluations (the history's rows)", "filled")
+    checkpoints: tuple = _key(
+        (0,), {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        "steps at which checkpoints are saved (0..steps); the last step is added", "filled")
+    # the learning-rate schedule (:mod:`bnstudy.train.schedules`); no defaults written below
+    lr_schedule: str = _key(
+        "constant", {"enum": list(schedules.KINDS)},
+        "learning-rate decay (bnstudy.train.schedules; constant when absent)")
+    lr_decay: float = _key(0.0, {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+                           "inverse_time, exponential: the decay rate per step")
+    lr_milestones: tuple = _key(
+        (), {"type": "array", "items": {"type": "integer", "minimum": 1}},
+        "step schedule: where the lr is multiplied by lr_step_factor")
+    lr_milestone_unit: str = _key("step", {"enum": list(schedules.UNITS)},
+                                  "what lr_milestones count: steps or epochs")
+    lr_step_factor: float = _key(0.1, {"type": "number", "exclusiveMinimum": 0},
+                                 "step schedule: the factor at each milestone")
+    warmup_steps: int = _key(0, {"type": "integer", "minimum": 0},
+                             "steps of linear warm-up (0: none)")
+    lr_reference_batch: int | None = _key(
+        None, {"anyOf": [{"type": "null"}, {"type": "integer", "minimum": 1}]},
+        "lr is scaled to lr * batch_size / lr_reference_batch when set")
+    augment: bool = _key(  # :mod:`bnstudy.train.augment`
+        False, {"type": "boolean"},
+        "random crop with zero padding + horizontal flip of training images")
+    augment_padding: int = _key(4, {"type": "integer", "minimum": 0},
+                                "augment: the zero padding of the random crop, in pixels")
+    precision: str = _key(  # :mod:`bnstudy.train.precision`
+        "fp32", {"enum": list(precision.PRECISIONS)},
+        "fp32 (when left out) or bf16 autocast for training and evaluation forwards; "
+        "normalizer statistics and measures stay float32")
 
     @classmethod
     def from_dict(cls, d: dict) -> TrainConfig:
