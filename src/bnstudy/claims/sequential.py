@@ -36,11 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bnstudy import lazy
 from bnstudy.claims.rules import RULES, verdict
 from bnstudy.tables.intervals import t_half_width
-
-stats = lazy.module("scipy.stats")  # the workflow planner reads check_rounds at parse time
 
 SPENDING = ("equal", "linear")
 CODES = {1: "supported", -1: "not supported", 0: "inconclusive"}
@@ -219,7 +216,7 @@ def simulate(rule: str, effect: float, sd: float, rounds, margin: float = 0.0,
     for k, (n, a) in enumerate(zip(rounds, alphas, strict=True)):
         mean = s1[:, n - 1] / n
         var = np.maximum(s2[:, n - 1] - n * mean * mean, 0.0) / (n - 1)
-        half = stats.t.ppf(1 - a / 2, n - 1) * np.sqrt(var / n)
+        half = t_half_width(np.sqrt(var), n, 1 - a)
         c = verdict_codes(rule, mean - half, mean + half, margin)
         now = open_ & (c != 0)
         code[now], used[now] = c[now], n

@@ -15,11 +15,13 @@ from bnstudy.tables.layout import GROUP
 # aggregate verb nor the workflow planner (which imports the figure registry).
 stats = lazy.module("scipy.stats")
 
-def t_half_width(sd: float, n: int, level: float) -> float:
+def t_half_width(sd, n: int, level: float):
     """The half-width of the two-sided Student-t confidence interval at ``level`` of a mean of
-    ``n`` values with standard deviation ``sd`` (the one interval the tables, figures and the
-    claims ledger use)."""
-    return float(stats.t.ppf(0.5 + level / 2, n - 1) * sd / np.sqrt(n))
+    ``n`` values with standard deviation ``sd`` (the one interval the tables, figures, the
+    claims ledger and the sequential simulation use): a float, or an array for an array of
+    ``sd`` (one per simulated study)."""
+    half = stats.t.ppf(0.5 + level / 2, n - 1) * np.asarray(sd, dtype=float) / np.sqrt(n)
+    return float(half) if np.ndim(half) == 0 else half
 
 
 def mean_ci(values, level: float = 0.95) -> tuple[float, float, float, int]:
