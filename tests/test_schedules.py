@@ -192,7 +192,7 @@ def test_the_schema_takes_every_training_option_and_jitter_without_defaults():
 
     trainings = entry_schemas()["trainings"]["properties"]
     assert set(trainings) == {f.name for f in dataclasses.fields(training.TrainConfig)}
-    new = set(schedules.DEFAULTS) | {"augment", "augment_padding"}
+    new = set(schedules.KEYS) | {"augment", "augment_padding"}
     assert not any("default" in trainings[k] for k in new)  # run specs of old configs unchanged
     cfg = {"datasets": {"d": {"kind": "digits"}},
            "models": {"m": {"arch": "mlp", "norm_options": {"batchnorm_jitter": {
@@ -216,3 +216,16 @@ def _schema():
 
     return yaml.safe_load((Path(__file__).parents[1] / "workflow/schemas/config.schema.yaml")
                           .read_text())
+
+
+def test_schedule_defaults_are_trainconfigs_fields():
+    """The schedule keys' defaults are declared once, on TrainConfig's fields."""
+    import dataclasses
+
+    fields = {f.name: f.default for f in dataclasses.fields(training.TrainConfig)}
+    assert set(schedules.KEYS) <= set(fields)
+    got = schedules.check({"lr_schedule": "step", "lr_milestones": [5], "steps": 10},
+                          {**fields, "lr_step_factor": 0.5})
+    assert got["lr_step_factor"] == 0.5 and got["lr_milestone_unit"] == "step"
+    assert training.TrainConfig.from_dict({"lr": 0.1, "steps": 10}).lr_step_factor == fields[
+        "lr_step_factor"]

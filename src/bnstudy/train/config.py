@@ -100,7 +100,7 @@ class TrainConfig:
                 raise ValueError(f"training checkpoints={ck!r}: allowed: a list of integer steps "
                                  f"in 0..{steps} (steps)")
             d["checkpoints"] = tuple(ck)
-        d.update(schedules.check(d))
+        d.update(schedules.check(d, {f.name: f.default for f in fields(cls)}))
         augment.check(d.get("augment", False), d.get("augment_padding", cls.augment_padding))
         precision.check(d.get("precision", cls.precision))
         if "augment_padding" in d and d.get("augment") is not True:

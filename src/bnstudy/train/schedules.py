@@ -33,9 +33,9 @@ from dataclasses import dataclass
 
 KINDS = ("constant", "inverse_time", "exponential", "step")
 UNITS = ("step", "epoch")
-DEFAULTS = {"lr_schedule": "constant", "lr_decay": 0.0, "lr_milestones": (),
-            "lr_milestone_unit": "step", "lr_step_factor": 0.1, "warmup_steps": 0,
-            "lr_reference_batch": None}
+# a training's schedule keys (their defaults are TrainConfig's fields, the one declaration)
+KEYS = ("lr_schedule", "lr_decay", "lr_milestones", "lr_milestone_unit", "lr_step_factor",
+        "warmup_steps", "lr_reference_batch")
 
 
 def _is_int(v, low: int) -> bool:
@@ -51,16 +51,17 @@ USES = {"constant": (), "inverse_time": ("lr_decay",), "exponential": ("lr_decay
         "step": ("lr_milestones", "lr_milestone_unit", "lr_step_factor")}
 
 
-def check(d: dict) -> dict:
-    """The schedule options of a training config ``d`` checked (a ValueError naming the bad value
-    and the valid ones); returns them with defaults filled in, milestones as a sorted tuple.
+def check(d: dict, defaults: dict) -> dict:
+    """The schedule options (:data:`KEYS`) of a training config ``d`` checked (a ValueError
+    naming the bad value and the valid ones); returns them with ``defaults`` (TrainConfig's)
+    filled in, milestones as a sorted tuple.
 
     A schedule does what it says or is refused: an option its ``lr_schedule`` does not read
     (:data:`USES`), a milestone given twice or at or past the last step (``steps`` of ``d``;
     epoch milestones are checked against the training set by :mod:`bnstudy.config.setup_checks`), a
     warm-up longer than the run, and a ``lr_step_factor`` whose power over the milestones
     overflows a float."""
-    o = {**DEFAULTS, **{k: d[k] for k in DEFAULTS if k in d}}
+    o = {**{k: defaults[k] for k in KEYS}, **{k: d[k] for k in KEYS if k in d}}
 
     def bad(key: str, valid: str):
         return ValueError(f"training {key}={o[key]!r}: allowed: {valid}")
