@@ -35,7 +35,7 @@ see a linear unit.
 from __future__ import annotations
 
 import math
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 
 import torch
 from torch import nn
@@ -54,16 +54,9 @@ from bnstudy.networks.blocks import (  # noqa: F401 (re-exported)
 )
 from bnstudy.networks.cnn import cnn
 from bnstudy.networks.resnet import resnet9, resnet18
+from bnstudy.options import config_key
 
 BUILDERS = {"cnn": cnn, "resnet9": resnet9, "resnet18": resnet18}
-
-
-def _key(default, schema: dict, doc: str = "", config: str | None = None, **kw):
-    """A model key: its default (MISSING: none), JSON-schema fragment, description and
-    ``config`` mode (``required``, ``filled`` or None: optional, nothing written into the
-    config; see :class:`ModelConfig`)."""
-    meta = {"schema": schema, "doc": doc} | ({"config": config} if config else {})
-    return field(default=default, metadata=meta, **kw)
 
 
 _AT_LEAST_1 = {"type": "integer", "minimum": 1}
@@ -79,27 +72,28 @@ class ModelConfig:
     would change every existing run's spec. Which keys an architecture reads is
     :mod:`bnstudy.networks.archs`' (checked by :mod:`bnstudy.config.model_checks`)."""
 
-    arch: str = _key(MISSING, {"enum": list(ARCHS)}, "the architecture", "required")
-    depth: int = _key(4, _AT_LEAST_1, "hidden blocks (mlp; dln: maps in all)")
-    width: int = _key(64, _AT_LEAST_1, "units per hidden block (mlp), first-stage width (resnets)")
-    slope: float = _key(0.0, {"type": "number", "minimum": 0},
-                        "leaky-ReLU slope (0: ReLU, 1: the identity)")
-    channels: tuple = _key(
+    arch: str = config_key(MISSING, {"enum": list(ARCHS)}, "the architecture", "required")
+    depth: int = config_key(4, _AT_LEAST_1, "hidden blocks (mlp; dln: maps in all)")
+    width: int = config_key(64, _AT_LEAST_1,
+                            "units per hidden block (mlp), first-stage width (resnets)")
+    slope: float = config_key(0.0, {"type": "number", "minimum": 0},
+                              "leaky-ReLU slope (0: ReLU, 1: the identity)")
+    channels: tuple = config_key(
         (32, "M", 64, "M", 128),
         {"type": "array", "items": {"anyOf": [{"type": "integer", "minimum": 1}, {"const": "M"}]}},
         "vgg: conv widths, M for a 2x2 max-pool")
-    width_mult: float = _key(1.0, {"type": "number", "exclusiveMinimum": 0},
-                             "vgg, cnn: the conv widths' multiplier")
-    dropout: float = _key(0.0, {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
-                          "dropout after each hidden block (each residual block for resnets)")
-    init: str = _key("kaiming", {"enum": list(INITS)}, "the weights' initialization")
-    bias_init: str = _key("zero", {"enum": list(BIAS_INITS)}, "the biases' initialization")
-    bias_std: float = _key(1.0, {"type": "number", "minimum": 0},
-                           "bias_init random: the biases' standard deviation")
+    width_mult: float = config_key(1.0, {"type": "number", "exclusiveMinimum": 0},
+                                   "vgg, cnn: the conv widths' multiplier")
+    dropout: float = config_key(0.0, {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+                                "dropout after each hidden block (each residual block for resnets)")
+    init: str = config_key("kaiming", {"enum": list(INITS)}, "the weights' initialization")
+    bias_init: str = config_key("zero", {"enum": list(BIAS_INITS)}, "the biases' initialization")
+    bias_std: float = config_key(1.0, {"type": "number", "minimum": 0},
+                                 "bias_init random: the biases' standard deviation")
     # options per normalizer name, e.g. {"ghost_batchnorm": {"ghost_batch_size": 8}}: one model
     # serves every normalizer of an experiment (`python -m bnstudy list normalizers` lists each
     # normalizer's options, declared in its own module)
-    norm_options: dict = _key(
+    norm_options: dict = config_key(
         MISSING, {"type": "object", "propertyNames": {"pattern": "^[A-Za-z0-9_]+$(?!\\n)"},
                "additionalProperties": {"type": "object"}},
         "options per normalizer name; each normalizer declares, checks and documents its own "

@@ -16,58 +16,52 @@ within ``0..steps``, the schedule's and augmentation's own rules).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
+from bnstudy.options import config_key
 from bnstudy.train import augment, precision, schedules
 
 _NUMBER = {"type": "number", "minimum": 0}
 
 
-def _key(default, schema: dict, doc: str = "", config: str | None = None):
-    """A training key: the field's default, its JSON-schema fragment, description and
-    ``config`` mode (``required``, ``filled`` or None: see the module docstring)."""
-    meta = {"schema": schema, "doc": doc} | ({"config": config} if config else {})
-    return field(default=default, metadata=meta)
-
-
 @dataclass(frozen=True)
 class TrainConfig:
-    lr: float = _key(0.1, _NUMBER, "the learning rate (the base of the schedule)", "required")
-    momentum: float = _key(0.0, _NUMBER, "SGD momentum", "filled")
-    weight_decay: float = _key(0.0, _NUMBER, "L2 weight decay (SGD's)", "filled")
-    batch_size: int | None = _key(  # None: full batch
+    lr: float = config_key(0.1, _NUMBER, "the learning rate (the base of the schedule)", "required")
+    momentum: float = config_key(0.0, _NUMBER, "SGD momentum", "filled")
+    weight_decay: float = config_key(0.0, _NUMBER, "L2 weight decay (SGD's)", "filled")
+    batch_size: int | None = config_key(  # None: full batch
         64, {"anyOf": [{"type": "integer", "minimum": 1}, {"const": "full"}]},
         "examples per step, or full (the whole training set)", "filled")
-    steps: int = _key(500, {"type": "integer", "minimum": 1}, "optimizer steps", "required")
-    eval_every: int = _key(50, {"type": "integer", "minimum": 1},
-                           "steps between evaluations (the history's rows)", "filled")
-    checkpoints: tuple = _key(
+    steps: int = config_key(500, {"type": "integer", "minimum": 1}, "optimizer steps", "required")
+    eval_every: int = config_key(50, {"type": "integer", "minimum": 1},
+                                 "steps between evaluations (the history's rows)", "filled")
+    checkpoints: tuple = config_key(
         (0,), {"type": "array", "items": {"type": "integer", "minimum": 0}},
         "steps at which checkpoints are saved (0..steps); the last step is added", "filled")
     # the learning-rate schedule (:mod:`bnstudy.train.schedules`); no defaults written below
-    lr_schedule: str = _key(
+    lr_schedule: str = config_key(
         "constant", {"enum": list(schedules.KINDS)},
         "learning-rate decay (bnstudy.train.schedules; constant when absent)")
-    lr_decay: float = _key(0.0, {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
-                           "inverse_time, exponential: the decay rate per step")
-    lr_milestones: tuple = _key(
+    lr_decay: float = config_key(0.0, {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+                                 "inverse_time, exponential: the decay rate per step")
+    lr_milestones: tuple = config_key(
         (), {"type": "array", "items": {"type": "integer", "minimum": 1}},
         "step schedule: where the lr is multiplied by lr_step_factor")
-    lr_milestone_unit: str = _key("step", {"enum": list(schedules.UNITS)},
-                                  "what lr_milestones count: steps or epochs")
-    lr_step_factor: float = _key(0.1, {"type": "number", "exclusiveMinimum": 0},
-                                 "step schedule: the factor at each milestone")
-    warmup_steps: int = _key(0, {"type": "integer", "minimum": 0},
-                             "steps of linear warm-up (0: none)")
-    lr_reference_batch: int | None = _key(
+    lr_milestone_unit: str = config_key("step", {"enum": list(schedules.UNITS)},
+                                        "what lr_milestones count: steps or epochs")
+    lr_step_factor: float = config_key(0.1, {"type": "number", "exclusiveMinimum": 0},
+                                       "step schedule: the factor at each milestone")
+    warmup_steps: int = config_key(0, {"type": "integer", "minimum": 0},
+                                   "steps of linear warm-up (0: none)")
+    lr_reference_batch: int | None = config_key(
         None, {"anyOf": [{"type": "null"}, {"type": "integer", "minimum": 1}]},
         "lr is scaled to lr * batch_size / lr_reference_batch when set")
-    augment: bool = _key(  # :mod:`bnstudy.train.augment`
+    augment: bool = config_key(  # :mod:`bnstudy.train.augment`
         False, {"type": "boolean"},
         "random crop with zero padding + horizontal flip of training images")
-    augment_padding: int = _key(4, {"type": "integer", "minimum": 0},
-                                "augment: the zero padding of the random crop, in pixels")
-    precision: str = _key(  # :mod:`bnstudy.train.precision`
+    augment_padding: int = config_key(4, {"type": "integer", "minimum": 0},
+                                      "augment: the zero padding of the random crop, in pixels")
+    precision: str = config_key(  # :mod:`bnstudy.train.precision`
         "fp32", {"enum": list(precision.PRECISIONS)},
         "fp32 (when left out) or bf16 autocast for training and evaluation forwards; "
         "normalizer statistics and measures stay float32")
