@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from bnstudy.networks.norms.host_ints import buffer_int, remember_int
-from bnstudy.networks.norms.layers import BatchNormBase, check_value
+from bnstudy.networks.norms.layers import BatchNormBase
 from bnstudy.networks.norms.registry import BN, Normalizer, number_at_least, register, require
 
 EVAL_NOISE = ("mean", "off")
@@ -80,12 +80,11 @@ class NoisyBatchNorm(StepNoise, BatchNormBase):
     def __init__(self, num_features: int, n_mu: float = 0.5, n_sigma: float = 1.25,
                  r_mu: float = 0.1, r_sigma: float = 0.1, eval_noise: str = "mean"):
         super().__init__(num_features, affine=True)
-        self.n_mu = float(check_value(n_mu, n_mu >= 0, "n_mu", ">= 0"))
-        self.n_sigma = float(check_value(n_sigma, n_sigma >= 1, "n_sigma", ">= 1"))
-        self.r_mu = float(check_value(r_mu, r_mu >= 0, "r_mu", ">= 0"))
-        self.r_sigma = float(check_value(r_sigma, r_sigma >= 0, "r_sigma", ">= 0"))
-        self.eval_noise = check_value(eval_noise, eval_noise in EVAL_NOISE, "eval_noise",
-                                 ", ".join(EVAL_NOISE))
+        _check({"n_mu": n_mu, "n_sigma": n_sigma, "r_mu": r_mu, "r_sigma": r_sigma,
+                "eval_noise": eval_noise})  # the registry's check: one statement of the ranges
+        self.n_mu, self.n_sigma = float(n_mu), float(n_sigma)
+        self.r_mu, self.r_sigma = float(r_mu), float(r_sigma)
+        self.eval_noise = eval_noise
         self.register_buffer("noise_seed", torch.randint(0, 2**62, ()))
         self.register_buffer("noise_step", torch.zeros((), dtype=torch.long))
 
@@ -119,7 +118,8 @@ NORMALIZERS = ("noisy_batchnorm",)
 
 
 def _check(o: dict) -> None:
-    """Algorithm 1's ranges (the layer checks them again when built)."""
+    """Algorithm 1's ranges: the registry's check of a config's options, and the layer's own
+    when it is built directly."""
     for key, lo in (("n_mu", 0), ("n_sigma", 1), ("r_mu", 0), ("r_sigma", 0)):
         require(o, key, number_at_least(lo), f"a number >= {lo}")
     require(o, "eval_noise", lambda v: v in EVAL_NOISE, " or ".join(map(repr, EVAL_NOISE)))
