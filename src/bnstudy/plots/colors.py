@@ -45,7 +45,8 @@ NORMS = {
 }
 
 
-_FREE = tuple((c, m) for m in MARKERS for c in CB if (c, m) not in set(NORMS.values()))
+_TAKEN = set(NORMS.values())
+_FREE = tuple((c, m) for m in MARKERS for c in CB if (c, m) not in _TAKEN)
 
 
 def _derived(name: str) -> tuple[str, str]:
