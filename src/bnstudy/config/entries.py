@@ -1,7 +1,9 @@
-"""The schemas of a study's ``models`` and ``trainings`` entries, generated from the dataclasses
-that parse them (:class:`bnstudy.networks.models.ModelConfig`,
-:class:`bnstudy.train.config.TrainConfig`), so each key is declared once, beside its field;
-:func:`bnstudy.config.loader.validate_schema` lays them into the schema file's entry shells.
+"""The parts of the study schema declared where they belong, not in the schema file: each
+measure's section (its options class), the dataset kinds (the data registry) and the keys of the
+``models`` and ``trainings`` entries, generated from the dataclasses that parse them
+(:class:`bnstudy.networks.models.ModelConfig`, :class:`bnstudy.train.config.TrainConfig`), so each
+key is declared once, beside its field. :func:`complete` lays them into the schema file's
+document; :func:`bnstudy.config.loader.validate_schema` validates against the result.
 """
 
 from __future__ import annotations
@@ -38,3 +40,30 @@ def entry_schemas() -> dict[str, dict]:
     from bnstudy.train.config import TrainConfig
 
     return {"models": entry_schema(ModelConfig), "trainings": entry_schema(TrainConfig)}
+
+
+def complete(schema_doc: dict, where: str, sections: dict[str, dict] | None = None,
+             dataset_kinds: list[str] | None = None,
+             entries: dict[str, dict] | None = None) -> dict:
+    """``schema_doc`` (the schema file, read from ``where``) with the generated parts laid in:
+    ``sections``, top-level sections derived from options classes (a measure's:
+    :meth:`bnstudy.options.Options.json_schema`); ``dataset_kinds``
+    (:func:`bnstudy.data.kinds`), the enum of ``datasets.<name>.kind``, whose type alone the
+    file declares; ``entries``, section -> its entries' schema (default :func:`entry_schemas`),
+    laid into the file's entry shell (whose keys keep their place: of two errors at one entry,
+    the earlier keyword's is reported). A part the file declares too is refused."""
+    clash = sorted(set(sections or {}) & set(schema_doc["properties"]))
+    if clash:
+        raise ValueError(f"{where}: sections {clash} are derived from their options classes "
+                         "and must not be declared in the schema file too")
+    schema_doc["properties"].update(sections or {})
+    if dataset_kinds is not None:
+        kind = schema_doc["properties"]["datasets"]["additionalProperties"]["properties"]["kind"]
+        kind["enum"] = sorted(dataset_kinds)
+    for section, entry in (entry_schemas() if entries is None else entries).items():
+        shell = schema_doc["properties"][section]["additionalProperties"]
+        if {"properties", "required"} & set(shell):
+            raise ValueError(f"{where}: {section} entries' keys are generated from their "
+                             "dataclass and must not be declared in the schema file too")
+        shell.update(entry)
+    return schema_doc

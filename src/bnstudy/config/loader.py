@@ -241,36 +241,15 @@ def validate_schema(cfg: dict, schema: str | Path = SCHEMA,
                     entries: dict[str, dict] | None = None) -> dict:
     """``cfg`` validated against the JSON schema, defaults filled in (in place, as Snakemake's
     ``validate`` does); a ConfigError names the key path, bad value and what is allowed.
-    ``sections``: top-level sections whose schema is derived elsewhere (a measure's, from its
-    options class: :meth:`bnstudy.options.Options.json_schema`), added to the file's.
-    ``dataset_kinds``: the registered dataset kinds (:func:`bnstudy.data.kinds`), the enum of
-    ``datasets.<name>.kind``; the file declares the key's type only, so a new kind is declared
-    once, where its generator is. ``entries``: section -> its entries' schema generated from
-    their dataclass (default :func:`bnstudy.config.entries.entry_schemas`), laid into the
-    file's entry shell (whose keys keep their place: of two errors at one entry, the earlier
-    keyword's is reported)."""
+    ``sections``, ``dataset_kinds`` and ``entries``: the parts of the schema declared where
+    they belong, laid into the file's by :func:`bnstudy.config.entries.complete`."""
     from jsonschema import Draft202012Validator, validators
     from jsonschema.exceptions import best_match
 
-    schema_doc = yaml.safe_load(Path(schema).read_text())
-    clash = sorted(set(sections or {}) & set(schema_doc["properties"]))
-    if clash:
-        raise ValueError(f"{schema}: sections {clash} are derived from their options classes "
-                         "and must not be declared in the schema file too")
-    schema_doc["properties"].update(sections or {})
-    if dataset_kinds is not None:
-        kind = schema_doc["properties"]["datasets"]["additionalProperties"]["properties"]["kind"]
-        kind["enum"] = sorted(dataset_kinds)
-    if entries is None:
-        from bnstudy.config.entries import entry_schemas
+    from bnstudy.config.entries import complete
 
-        entries = entry_schemas()
-    for section, entry in entries.items():
-        shell = schema_doc["properties"][section]["additionalProperties"]
-        if {"properties", "required"} & set(shell):
-            raise ValueError(f"{schema}: {section} entries' keys are generated from their "
-                             "dataclass and must not be declared in the schema file too")
-        shell.update(entry)
+    schema_doc = complete(yaml.safe_load(Path(schema).read_text()), str(schema), sections,
+                          dataset_kinds, entries)
     props = Draft202012Validator.VALIDATORS["properties"]
 
     def set_defaults(validator, properties, instance, sch):
