@@ -12,6 +12,7 @@ from torch.func import functional_call
 
 from bnstudy import io
 from bnstudy.networks import models, normalizers
+from bnstudy.networks.norms import bn_init
 from bnstudy.networks.norms import population as npop
 from bnstudy.train import checkpoints
 from bnstudy.train import loop as training
@@ -266,7 +267,7 @@ def test_bn_init_conv_and_bias_free_maps(cfg, shape):
     net = _model(cfg, "bn_init", shape, out=2 if cfg["arch"] == "vgg" else 3)
     before = [b.linear.weight.detach().clone() for b in models.blocks(net)]
     x = torch.randn(40, *shape) + 0.5
-    npop.fold_bn_init(net, _ctx(x), {"fold": True, "eps": EPS})
+    bn_init.fold_bn_init(net, _ctx(x), {"fold": True, "eps": EPS})
     for w0, blk, (_, out) in zip(before, models.blocks(net), _preacts(net, x), strict=True):
         ratio = (w0 / blk.linear.weight).reshape(w0.shape[0], -1)
         assert torch.allclose(ratio, ratio[:, :1].expand_as(ratio), rtol=1e-4)

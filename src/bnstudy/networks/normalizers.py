@@ -12,8 +12,8 @@ activation (``kind`` is ``"fc"`` for (N, C) inputs and ``"conv"`` for (N, C, H, 
 ``linear_bias`` says whether that map keeps its own bias (BN's beta makes it redundant, and
 BN-Explained's fixed-affine BN has no bias at all); ``bias_init`` overrides the model config's
 bias initialization; ``on_init`` / ``before_update`` are trainer hooks (see
-:mod:`bnstudy.networks.norms.population`) for normalizers whose statistics come from the training
-set.
+:mod:`bnstudy.networks.norms.population`, :mod:`bnstudy.networks.norms.bn_init`) for
+normalizers whose statistics come from the training set.
 
 Traits every measure relies on (``tests/test_normalizer_traits.py`` checks them against the
 layers of every registered normalizer):

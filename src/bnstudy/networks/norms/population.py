@@ -1,4 +1,5 @@
-"""Normalizers whose statistics come from the training set, not the mini-batch.
+"""Luo's normalizers whose statistics come from the training set, not the mini-batch
+(:mod:`bnstudy.networks.norms.bn_init` is BN-Explained's).
 
 Both need the trainer: :func:`bnstudy.train.loop.train` calls the normalizer's ``on_init`` hook
 once after building the model (before the step-0 checkpoint) and its ``before_update`` hook at
@@ -36,16 +37,6 @@ pre-activation ``h = w^T z`` instead of batch statistics. Choices the paper leav
   covariance per layer; ``"eq3"`` adds one forward pass, one backward pass per network output and
   ``2 zeta_probes`` forward + backward passes -- raise ``refresh_every`` for larger studies
   (statistics then lag the weights by up to that many steps).
-
-**bn_init** (BN-Explained §4's "smart initialization"): at step 0, layer by layer from the
-input, the mean ``mu`` and biased variance ``sigma^2`` of each hidden layer's pre-activation over
-the *whole* training set are computed (with the earlier layers already normalized) and BN with
-``gamma = 1, beta = 0`` is frozen into the network; training then runs without BN. With
-``fold=True`` (default) the map is folded into the layer (``W <- W / sigma``,
-``b <- (b - mu) / sigma``, ``sigma = sqrt(var + eps)``), so SGD trains an ordinary network from
-that initialization (a map without bias, as in the dln, keeps the fixed shift ``mu / sigma`` in
-its :class:`FrozenAffine`); with ``fold=False`` it stays a separate fixed map
-(:class:`FrozenAffine`) after an unchanged layer, which also rescales the layer's gradients.
 """
 
 from __future__ import annotations
@@ -56,14 +47,13 @@ from torch import nn
 
 from bnstudy.networks.blocks import blocks
 from bnstudy.networks.layer_stats import layer_by_layer
-from bnstudy.networks.norms.fixed import FrozenAffine, WeightNormGammaDecay, gamma_decayed
+from bnstudy.networks.norms.fixed import WeightNormGammaDecay, gamma_decayed
 from bnstudy.networks.norms.float32 import Float32Statistics
 from bnstudy.networks.norms.host_ints import buffer_int, remember_int
 from bnstudy.networks.norms.layers import channel_view
 from bnstudy.networks.norms.population_decay import PROBES, curvature_zeta
 from bnstudy.networks.norms.registry import (
     Normalizer,
-    check_eps,
     int_at_least,
     number_at_least,
     register,
@@ -198,50 +188,8 @@ def luo_zeta(model: nn.Module, ctx, options: dict) -> None:
         block.norm.zeta.fill_(z)
 
 
-@torch.no_grad()
-def fold_bn_init(model: nn.Module, ctx, options: dict, chunk: int = 4096) -> None:
-    """BN-Explained §4: freeze whole-training-set BN (gamma=1, beta=0) into every hidden layer.
-
-    One forward of the training set in chunks (:func:`bnstudy.networks.layer_stats.
-    layer_by_layer`), each chunk waiting at every block until its map is fixed. Folding changes
-    the block's linear/conv map, so there the chunks wait at the map's input and the map runs
-    twice on each input: before the fold for the statistics, after it for the forward."""
-    x, eps, fold = ctx.x, float(options["eps"]), bool(options["fold"])
-    bl = blocks(model)
-    if not all(isinstance(b.norm, FrozenAffine) for b in bl):
-        raise ValueError("bn_init needs FrozenAffine norm layers")
-    accs = [{"n": 0, "s": 0.0, "q": 0.0} for _ in bl]
-
-    def grab(j: int, z: torch.Tensor) -> None:
-        h = bl[j].linear.forward(z) if fold else z  # the norm layer's input: the pre-activation
-        h = h.transpose(0, 1).reshape(h.shape[1], -1).double()
-        acc = accs[j]
-        acc["n"] += h.shape[1]
-        acc["s"] = acc["s"] + h.sum(1)
-        acc["q"] = acc["q"] + (h * h).sum(1)
-
-    def freeze(j: int) -> None:
-        acc, block = accs[j], bl[j]
-        mean = acc["s"] / acc["n"]
-        var = (acc["q"] / acc["n"] - mean * mean).clamp_min(0)
-        sigma = torch.sqrt(var + eps)
-        if fold:
-            lin = block.linear
-            w, b = lin.weight, lin.bias
-            w.copy_(w / sigma.view(-1, *([1] * (w.dim() - 1))).to(w.dtype))
-            if b is not None:
-                b.copy_(((b.double() - mean) / sigma).to(b.dtype))
-            else:  # a bias-free map (dln): the shift stays in the fixed map after it
-                block.norm.shift.copy_((mean / sigma).to(block.norm.shift.dtype))
-        else:
-            block.norm.shift.copy_(mean.to(block.norm.shift.dtype))
-            block.norm.scale.copy_((1 / sigma).to(block.norm.scale.dtype))
-
-    layer_by_layer(model, x, chunk, [b.linear if fold else b.norm for b in bl], grab, freeze)
-
-
 # -- the registry entries ----------------------------------------------------------------------
-NORMALIZERS = ("population_norm", "weightnorm_gamma_decay", "bn_init")
+NORMALIZERS = ("population_norm", "weightnorm_gamma_decay")
 
 
 def _check_population(o: dict) -> None:
@@ -252,11 +200,6 @@ def _check_population(o: dict) -> None:
             "null or an int >= 2")
     require(o, "zeta_probes", int_at_least(0), "an int >= 0")
     require(o, "eps", lambda v: number_at_least(0)(v) and v > 0, "a number > 0")
-
-
-def _check_bn_init(o: dict) -> None:
-    require(o, "fold", lambda v: isinstance(v, bool), "true or false")
-    check_eps(o)
 
 
 def _check_wn_gamma_decay(o: dict) -> None:
@@ -298,9 +241,3 @@ register(Normalizer(
         "input_var": "the input variance: 1.0 (plain WN, g = gamma), a number > 0, or 'fan_in' "
                      "(1/fan_in: Luo's x ~ N(0, I/N))"},
     description="Luo's WN + gamma decay (population norm for isotropic inputs, §4 Eq. 4)"))
-register(Normalizer(
-    "bn_init", lambda c, kind, **_: FrozenAffine(c), options={"fold": True, "eps": 1e-5},
-    check=_check_bn_init, on_init=lambda model, ctx, o: fold_bn_init(model, ctx, o),
-    option_docs={"fold": "fold the frozen BN map into the layer's W, b (false: keep it a layer)",
-                 "eps": "added to the whole training set's variance"},
-    description="BN-Explained's smart init: whole-training-set BN frozen at step 0, no BN"))
