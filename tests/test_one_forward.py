@@ -29,6 +29,7 @@ from bnstudy.measures.partition import frozen_bn
 from bnstudy.networks import layer_stats, models, normalizers
 from bnstudy.networks.layer_stats import layer_by_layer
 from bnstudy.networks.normalizers import batch_statistics_layers, batchnorm_modules
+from bnstudy.networks.norms import bn_init
 from bnstudy.networks.norms import layers as nl
 from bnstudy.networks.norms import population as npop
 
@@ -318,7 +319,7 @@ def test_bn_init_fold_bitwise_and_one_forward(arch, fold, chunk, mode, caplog):
     ctx = normalizers.HookContext(x=x, y=None, task="classification", batch_size=8, seed=0)
     caplog.clear()
     with _Rows(net) as rows:
-        npop.fold_bn_init(net, ctx, {"fold": fold, "eps": 1e-5}, chunk=chunk)
+        bn_init.fold_bn_init(net, ctx, {"fold": fold, "eps": 1e-5}, chunk=chunk)
     _equal_states(old_net, net)
     _check_mode(mode, caplog, rows, chunk, old_rows)
 
