@@ -5,7 +5,7 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from bnstudy import results_lock
+from bnstudy import forkserver, results_lock
 from bnstudy.config import loader, study
 
 min_version("9.0")
@@ -37,8 +37,19 @@ _files = workflow.overwrite_configfiles or ["config/config.yaml"]
 loader.or_exit(results_lock.check, config, _files)
 
 
+# Local jobs start from a process that has imported torch and the package (bnstudy.forkserver;
+# BNSTUDY_FORKSERVER=0 turns it off): ended with the run.
 onstart:
     loader.or_exit(results_lock.claim, config, _files)
+    forkserver.start(workflow.local_exec, log_file("forkserver.log"))
+
+
+onsuccess:
+    forkserver.stop()
+
+
+onerror:
+    forkserver.stop()
 
 
 include: "workflow/rules/common.smk"

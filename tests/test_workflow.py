@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import fields
+from pathlib import Path
 
 import harness
 import numpy as np
@@ -207,13 +208,38 @@ def test_complete_run_has_nothing_left_to_do(project):
 @pytest.mark.workflow
 def test_same_config_same_tables(local):
     """Determinism: the study again into another results directory, every measure's table and
-    the training table equal (all but timing columns) to the first run's."""
+    the training table equal (all but timing columns) to the first run's. The first run's jobs
+    ran in the fork server (bnstudy.forkserver), this one's each in its own process: the same
+    numbers either way."""
     project = local["project"]
-    snakemake(project, "--cores", "2", "--config", "results=results2", "--until", "aggregate")
+    snakemake(project, "--cores", "2", "--config", "results=results2", "--until", "aggregate",
+              extra_env={"BNSTUDY_FORKSERVER": "0"})
+    assert not (project / "results2" / "logs" / "forkserver.log").exists()
     again = harness.read_tables(project / "results2")
     first = harness.read_tables(local["results"])
     assert len(again) >= 1 + len(MEASURE_RULES), sorted(again)
     harness.assert_tables_equal({t: first[t] for t in again}, again)
+
+
+@pytest.mark.workflow
+def test_local_jobs_ran_in_the_fork_server_and_it_ended(local):
+    """The run's torch, table and figure jobs started from the fork server (not from a fresh
+    interpreter each: bnstudy.forkserver), all with exit status 0, and no server is left."""
+    project = local["project"]
+    text = (local["results"] / "logs" / "forkserver.log").read_text()
+    served = re.findall(r"^\S+ \S+ (\S+) \(pid \d+\): exit (-?\d+)$", text, re.M)
+    assert {"measure", "aggregate", "plot", "claims", "report"} <= {v for v, _ in served}, text
+    assert all(code == "0" for _, code in served), text
+    left = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+            here = Path(f"/proc/{cmdline.parent.name}/cwd").resolve()
+        except OSError:
+            continue
+        if args[1:3] == [b"-m", b"bnstudy.forkserver.server"] and here == project.resolve():
+            left.append(cmdline.parent.name)
+    assert not left, f"fork servers left running: {left}"
 
 
 def _config_jobs(project, name: str, cfg: dict) -> list[dict]:

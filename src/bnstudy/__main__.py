@@ -1,3 +1,12 @@
-from bnstudy.cli import main
+import sys
 
-raise SystemExit(main())
+from bnstudy import forkserver
+
+# A job of a local Snakemake run goes to the fork server when one takes it (bnstudy.forkserver);
+# otherwise, and always outside Snakemake, the verb runs in this process.
+code = forkserver.delegate(sys.argv[1:])
+if code is None:
+    from bnstudy.cli import main
+
+    code = main()
+raise SystemExit(code)

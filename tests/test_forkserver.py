@@ -1,0 +1,237 @@
+"""The fork server (bnstudy.forkserver): a job it runs is the job its own process would run
+(bitwise the same files, the same exit status, streams, working directory), a job it cannot
+take runs in its own process, signals and deaths reach the child, and the server ends with
+Snakemake. The workflow tests run every local job through it (tests/test_workflow.py checks
+that they did, and that a run without it makes the same tables)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from specs import make_spec
+
+from bnstudy import data, forkserver, io
+from bnstudy.train import checkpoints
+
+TRAINING = {"lr": 0.05, "momentum": 0.9, "batch_size": 16, "steps": 60, "eval_every": 20,
+            "checkpoints": [0, 1, 20, 40]}
+
+
+def _wait_for(path: Path, pattern: str, timeout: float = 120) -> re.Match:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = re.search(pattern, path.read_text() if path.exists() else "")
+        if m:
+            return m
+        time.sleep(0.05)
+    raise AssertionError(f"{pattern!r} not in {path}:\n"
+                         f"{path.read_text()[-3000:] if path.exists() else '(none)'}")
+
+
+def _gone(pid: int, timeout: float = 20) -> bool:
+    """Whether process ``pid`` ended (and was reaped) within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A server started as the Snakefile's onstart starts it (this process standing for
+    Snakemake); ``env``: a job's environment, with the server's address."""
+    log = tmp_path_factory.mktemp("server") / "forkserver.log"
+    old = os.environ.pop(forkserver.ADDRESS, None)
+    forkserver.start(True, str(log))
+    try:
+        _wait_for(log, r"ready \(pid \d+\)")
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        yield {"log": log, "env": env, "pid": forkserver._server.pid}
+    finally:
+        forkserver.stop()
+        if old is not None:
+            os.environ[forkserver.ADDRESS] = old
+
+
+def _served(log: Path) -> int:
+    return len(re.findall(r"\(pid \d+\): exit", log.read_text()))
+
+
+@pytest.fixture(scope="module")
+def star_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "star.npz"
+    data.save(data.make("star2d", {"n_train": 64, "n_test": 64, "seed": 0}), path)
+    return path
+
+
+def _train_cmd(npz: Path, out: Path, steps: int = TRAINING["steps"]) -> list[str]:
+    spec = make_spec(norm="batchnorm", training={**TRAINING, "steps": steps})
+    return [sys.executable, "-m", "bnstudy", "train", "--data", str(npz), "--spec",
+            json.dumps(spec), "--device", "cpu", "--threads", "1", "--resume",
+            str(out / "resume.pt"), "--out-checkpoints", str(out / "checkpoints.pt"),
+            "--out-history", str(out / "history.parquet")]
+
+
+def _no_server_env(env: dict) -> dict:
+    return {k: v for k, v in env.items() if k != forkserver.ADDRESS}
+
+
+def test_a_served_job_writes_bitwise_what_its_own_process_writes(server, star_file, tmp_path):
+    served, alone = tmp_path / "served", tmp_path / "alone"
+    served.mkdir()
+    alone.mkdir()
+    before = _served(server["log"])
+    a = subprocess.run(_train_cmd(star_file, served), env=server["env"], capture_output=True,
+                       text=True, timeout=300)
+    b = subprocess.run(_train_cmd(star_file, alone), env=_no_server_env(server["env"]),
+                       capture_output=True, text=True, timeout=300)
+    assert a.returncode == 0 and b.returncode == 0, a.stderr[-2000:] + b.stderr[-2000:]
+    _wait_for(server["log"], r"train \(pid \d+\): exit 0")
+    assert _served(server["log"]) == before + 1, "the server did not run the job"
+    # the job's log is its own: the child wrote the training log to the job's stderr
+    assert "trained {" in a.stderr and "trained {" in b.stderr
+    ra, rb = checkpoints.load(served / "checkpoints.pt"), checkpoints.load(alone / "checkpoints.pt")
+    for ca, cb in zip(ra["checkpoints"], rb["checkpoints"], strict=True):
+        assert ca["step"] == cb["step"]
+        for k in ca["model"]:
+            assert ca["model"][k].equal(cb["model"][k]), (ca["step"], k)
+    ha, hb = (pd.read_parquet(d / "history.parquet").drop(columns="wall_time")
+              for d in (served, alone))
+    pd.testing.assert_frame_equal(ha, hb, check_exact=True)
+    assert io.read_provenance(served / "history.parquet")["config_hash"] == \
+        io.read_provenance(alone / "history.parquet")["config_hash"]
+
+
+def test_exit_status_streams_and_working_directory_are_the_jobs(server, tmp_path):
+    before = _served(server["log"])
+    bad = subprocess.run([sys.executable, "-m", "bnstudy", "train", "--threads", "x"],
+                         env=server["env"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2
+    assert "python -m bnstudy train" in bad.stderr and "--threads" in bad.stderr, bad.stderr
+    # a relative output lands in the job's working directory, not the server's
+    (tmp_path / "job").mkdir()
+    ok = subprocess.run([sys.executable, "-m", "bnstudy", "prepare-data", "--name", "star",
+                         "--kind", "star2d", "--options",
+                         json.dumps({"n_train": 32, "n_test": 32, "seed": 0}),
+                         "--out", "star.npz"], cwd=tmp_path / "job", env=server["env"],
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert (tmp_path / "job" / "star.npz").exists()
+    _wait_for(server["log"], r"prepare-data \(pid \d+\): exit 0")
+    assert _served(server["log"]) == before + 2
+
+
+@pytest.mark.parametrize("address", ["no-such-server:token", "WRONG_TOKEN"])
+def test_a_job_no_server_takes_runs_in_its_own_process(server, star_file, tmp_path, address):
+    env = dict(server["env"])
+    if address == "WRONG_TOKEN":
+        name = env[forkserver.ADDRESS].split(":")[0]
+        env[forkserver.ADDRESS] = f"{name}:not-the-token"
+    else:
+        env[forkserver.ADDRESS] = address
+    before = _served(server["log"])
+    proc = subprocess.run(_train_cmd(star_file, tmp_path), env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "checkpoints.pt").exists()
+    assert _served(server["log"]) == before
+    if address == "WRONG_TOKEN":
+        _wait_for(server["log"], "refused a job: a wrong token")
+
+
+def test_the_switch_turns_the_server_off(tmp_path):
+    env = {**os.environ, forkserver.SWITCH: "0"}
+    code = ("from bnstudy import forkserver; import os, sys; "
+            f"forkserver.start(True, {str(tmp_path / 'log')!r}); "
+            "print(forkserver._server is None, forkserver.ADDRESS in os.environ)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.stdout.split() == ["True", "False"], out.stderr
+    code = code.replace("True, ", "False, ")  # a cluster's jobs: never a server
+    out = subprocess.run([sys.executable, "-c", code], env=os.environ, capture_output=True,
+                         text=True, timeout=60)
+    assert out.stdout.split() == ["True", "False"], out.stderr
+
+
+def _start_long_job(server, star_file, out: Path) -> tuple[subprocess.Popen, int]:
+    """A long served training; (the job's process, its child's pid)."""
+    out.mkdir()
+    seen = set(re.findall(r"train \(pid (\d+)\) started", server["log"].read_text()))
+    job = subprocess.Popen(_train_cmd(star_file, out, steps=10**6), env=server["env"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        new = set(re.findall(r"train \(pid (\d+)\) started", server["log"].read_text())) - seen
+        if new:
+            return job, int(new.pop())
+        time.sleep(0.05)
+    job.kill()
+    raise AssertionError(server["log"].read_text()[-2000:])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_the_job_reaches_its_child(server, star_file, tmp_path, sig):
+    job, child = _start_long_job(server, star_file, tmp_path / "run")
+    time.sleep(1.0)  # into the training loop
+    job.send_signal(sig)
+    job.wait(timeout=60)
+    assert job.returncode == -sig  # the job ends as its child did: by the signal
+    assert _gone(child)
+    _wait_for(server["log"], rf"train \(pid {child}\): exit -{int(sig)}")
+
+
+def test_a_killed_job_takes_its_child_with_it(server, star_file, tmp_path):
+    """SIGKILL (the out-of-memory killer, a test killing the job) cannot be forwarded: the child
+    sees its job's end of the connection close and ends."""
+    job, child = _start_long_job(server, star_file, tmp_path / "run")
+    job.kill()
+    job.wait(timeout=60)
+    assert _gone(child), "the child of a killed job kept running"
+
+
+def test_the_server_ends_with_snakemake(tmp_path):
+    """A Snakemake killed without running its onsuccess/onerror (SIGKILL) leaves no server."""
+    log = tmp_path / "forkserver.log"
+    code = ("from bnstudy import forkserver; import sys, time; "
+            f"forkserver.start(True, {str(log)!r}); print(forkserver._server.pid, flush=True); "
+            "time.sleep(600)")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              env={k: v for k, v in os.environ.items()
+                                   if k != forkserver.ADDRESS})
+    try:
+        pid = int(parent.stdout.readline())
+        _wait_for(log, r"ready \(pid \d+\)")
+        parent.kill()
+        parent.wait(timeout=30)
+        assert _gone_or_zombie(pid), "the server outlived its Snakemake"
+        assert "Snakemake is gone" in log.read_text()
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def _gone_or_zombie(pid: int, timeout: float = 20) -> bool:
+    """The server's parent is gone, so nobody here reaps it: ended means gone or a zombie."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False
