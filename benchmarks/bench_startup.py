@@ -9,9 +9,14 @@ Start-up per job kind is the CPU time (user + sys) of a fresh ``python -c`` that
 that kind's command imports before its first computation (and, for training, builds its
 optimizer), the median of ``--repeats`` runs. The dry run counts the first replication round's
 jobs only (later rounds are planned when the round before ends).
-With ``--run`` the study runs from scratch into a temporary results directory and the script
-prints its wall time, its total CPU (every job's, from the children's resource usage) and the
-start-up share = sum over jobs of their kind's start-up / total CPU.
+A local Snakemake run starts its ``python -m bnstudy`` jobs from the fork server
+(:mod:`bnstudy.forkserver`), which has imported everything once: the script also prints what a
+job's start costs then (the wall time of a served ``python -m bnstudy --help``: the job's own
+interpreter, connecting, forking, the child's reply). With ``--run`` the study runs from scratch
+into a temporary results directory (``--no-forkserver``: every job in its own process) and the
+script prints its wall time, its total CPU (every job's and the server's, from the children's
+resource usage) and, without the server, the start-up share = sum over jobs of their kind's
+start-up / total CPU.
 """
 
 from __future__ import annotations
@@ -71,6 +76,32 @@ def startup_cpu(code: str, repeats: int) -> float:
     return statistics.median(times)
 
 
+def served_startup(repeats: int) -> float:
+    """Median wall seconds of a ``python -m bnstudy --help`` job that the fork server runs."""
+    import os
+
+    from bnstudy import forkserver
+
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "forkserver.log"
+        forkserver.start(True, str(log))
+        try:
+            while "ready" not in (log.read_text() if log.exists() else ""):
+                time.sleep(0.05)
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                subprocess.run([sys.executable, "-m", "bnstudy", "--help"], check=True, cwd=ROOT,
+                               env=os.environ, stdout=subprocess.DEVNULL)
+                times.append(time.perf_counter() - t0)
+            served = log.read_text().count(") started")
+        finally:
+            forkserver.stop()
+    if served < repeats:
+        raise SystemExit(f"the fork server ran {served} of {repeats} jobs: see {log}")
+    return statistics.median(times)
+
+
 def planned_jobs(args: list[str]) -> dict[str, int]:
     out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--forceall", *args],
                          cwd=ROOT, capture_output=True, text=True, check=True).stdout
@@ -91,6 +122,8 @@ def main() -> None:
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--run", action="store_true", help="run the study from scratch as well")
+    p.add_argument("--no-forkserver", action="store_true",
+                   help="with --run: every job in its own process (BNSTUDY_FORKSERVER=0)")
     a = p.parse_args()
     from bnstudy import measures
 
@@ -110,18 +143,28 @@ def main() -> None:
     for k in sorted(per_kind, key=lambda k: -per_kind[k] * cost[k]):
         print(f"{k:<14}{per_kind[k]:>6}{cost[k]:>20.2f}{per_kind[k] * cost[k]:>10.1f}")
     print(f"start-up CPU, all jobs: {startup:.0f} s ({startup / total_jobs:.2f} s per job)")
+    served = served_startup(a.repeats)
+    print(f"a job the fork server runs starts in {served:.2f} s wall (the `python -m bnstudy` "
+          f"jobs of a local run; {jobs.get('job_arguments', 0)} script jobs do not use it)")
     if not a.run:
         return
+    import os
+
+    env = {**os.environ, "BNSTUDY_FORKSERVER": "0" if a.no_forkserver else "1"}
     with tempfile.TemporaryDirectory() as tmp:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "snakemake", "--cores", str(a.cores), "-q",
-                        *cfg, "--config", f"results={tmp}/results"], cwd=ROOT, check=True)
+                        *cfg, "--config", f"results={tmp}/results"], cwd=ROOT, check=True,
+                       env=env)
         wall = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    print(f"study from scratch on {a.cores} cores: {wall / 60:.1f} min wall, "
-          f"{cpu / 60:.1f} CPU-min; start-up share {100 * startup / cpu:.0f}% of the CPU")
+    share = "" if not a.no_forkserver else \
+        f"; start-up share {100 * startup / cpu:.0f}% of the CPU"
+    print(f"study from scratch on {a.cores} cores "
+          f"({'without' if a.no_forkserver else 'with'} the fork server): {wall / 60:.1f} min "
+          f"wall, {cpu / 60:.1f} CPU-min{share}")
 
 
 if __name__ == "__main__":
