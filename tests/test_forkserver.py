@@ -202,6 +202,17 @@ def test_a_killed_job_takes_its_child_with_it(server, star_file, tmp_path):
     assert _gone(child), "the child of a killed job kept running"
 
 
+def test_a_child_killed_by_a_signal_kills_its_job_alike(server, star_file, tmp_path):
+    """The out-of-memory killer picks the child (it holds the memory): Snakemake must see its job
+    killed by SIGKILL, as it would have been in its own process (then retried, resumed)."""
+    job, child = _start_long_job(server, star_file, tmp_path / "run")
+    time.sleep(0.5)
+    os.kill(child, signal.SIGKILL)
+    job.wait(timeout=60)
+    assert job.returncode == -signal.SIGKILL
+    _wait_for(server["log"], rf"train \(pid {child}\): exit -9")
+
+
 def test_the_server_ends_with_snakemake(tmp_path):
     """A Snakemake killed without running its onsuccess/onerror (SIGKILL) leaves no server."""
     log = tmp_path / "forkserver.log"

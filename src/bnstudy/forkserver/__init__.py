@@ -180,7 +180,8 @@ def delegate(argv: list[str]) -> int | None:
     finally:
         sock.close()
     if status < 0:  # end as the child did: killed by the same signal
-        signal.signal(-status, signal.SIG_DFL)
+        if -status not in (signal.SIGKILL, signal.SIGSTOP):  # those two keep their default
+            signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)
         return 128 - status
     return status

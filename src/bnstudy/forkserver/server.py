@@ -54,9 +54,14 @@ def _request(conn: socket.socket, token: str) -> tuple[dict, list[int]] | str:
     uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
                                               struct.calcsize("3i")))[1]
     head, fds, _, _ = socket.recv_fds(conn, INT.size, 3)
-    if len(head) < INT.size:
-        head += recv_exact(conn, INT.size - len(head))
-    req = json.loads(recv_exact(conn, INT.unpack(head)[0]))
+    try:
+        if len(head) < INT.size:
+            head += recv_exact(conn, INT.size - len(head))
+        req = json.loads(recv_exact(conn, INT.unpack(head)[0]))
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
     why = ("another user" if uid != os.getuid() else
            "a wrong token" if not hmac.compare_digest(str(req.get("token")), token) else
            "another Python or package" if {k: req.get(k) for k in identity()} != identity()
@@ -126,6 +131,43 @@ def _end_with_job(conn: socket.socket, done: threading.Event) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _accept(listener: socket.socket, token: str, children: dict, own: tuple[int, ...]) -> None:
+    """Take one job: fork its child, or refuse it (the job then runs in its own process)."""
+    try:
+        conn, _ = listener.accept()
+    except OSError as e:
+        _log(f"accept: {e}")
+        return
+    try:
+        conn.settimeout(10)
+        got = _request(conn, token)
+    except (OSError, EOFError, ValueError) as e:
+        got = f"a bad request ({type(e).__name__}: {e})"
+    if isinstance(got, str):
+        _log(f"refused a job: {got}")
+        try:
+            conn.sendall(b"R")
+        except OSError:
+            pass
+        conn.close()
+        return
+    req, fds = got
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in (*own, listener.fileno(), *(c.fileno() for c, _ in children.values())):
+            os.close(fd)
+        conn.settimeout(None)
+        _child(conn, req, fds)
+    for fd in fds:
+        os.close(fd)
+    children[pid] = (conn, " ".join(req["argv"][:1]))
+    _log(f"{children[pid][1]} (pid {pid}) started")
+
+
 def serve(name: str, parent: int) -> None:
     """Import, then serve jobs until the parent (Snakemake) is gone or sends SIGTERM."""
     token = os.environ.pop(TOKEN)
@@ -149,35 +191,7 @@ def serve(name: str, parent: int) -> None:
                 except BlockingIOError:
                     break
         if listener in ready:
-            conn, _ = listener.accept()
-            try:
-                conn.settimeout(10)
-                got = _request(conn, token)
-            except (OSError, EOFError, ValueError) as e:
-                _log(f"bad request: {type(e).__name__}: {e}")
-                conn.close()
-                got = None
-            if isinstance(got, str):
-                _log(f"refused a job: {got}")
-                conn.sendall(b"R")
-                conn.close()
-            elif got is not None:
-                req, fds = got
-                sys.stdout.flush()
-                sys.stderr.flush()
-                pid = os.fork()
-                if pid == 0:
-                    signal.set_wakeup_fd(-1)
-                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                    for fd in (wake_r, wake_w, listener.fileno(),
-                               *(c.fileno() for c, _ in children.values())):
-                        os.close(fd)
-                    conn.settimeout(None)
-                    _child(conn, req, fds)
-                for fd in fds:
-                    os.close(fd)
-                children[pid] = (conn, " ".join(req["argv"][:1]))
-                _log(f"{children[pid][1]} (pid {pid}) started")
+            _accept(listener, token, children, (wake_r, wake_w))
         while children:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -185,14 +199,15 @@ def serve(name: str, parent: int) -> None:
                 break
             if pid == 0:
                 break
-            conn, verb = children.pop(pid)
+            conn, verb = children.pop(pid, (None, "?"))
             code = os.waitstatus_to_exitcode(status)
             _log(f"{verb} (pid {pid}): exit {code}")
-            try:  # the child's own report came first when it exited normally
-                conn.sendall(b"S" + INT.pack(code))
-            except OSError:
-                pass
-            conn.close()
+            if conn is not None:
+                try:  # the child's own report came first when it exited normally
+                    conn.sendall(b"S" + INT.pack(code))
+                except OSError:
+                    pass
+                conn.close()
     _log("Snakemake is gone: stopping")
 
 
