@@ -37,18 +37,6 @@ def _wait_for(path: Path, pattern: str, timeout: float = 120) -> re.Match:
                          f"{path.read_text()[-3000:] if path.exists() else '(none)'}")
 
 
-def _gone(pid: int, timeout: float = 20) -> bool:
-    """Whether process ``pid`` ended (and was reaped) within ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """A server started as the Snakefile's onstart starts it (this process standing for
@@ -189,7 +177,7 @@ def test_a_signal_to_the_job_reaches_its_child(server, star_file, tmp_path, sig)
     job.send_signal(sig)
     job.wait(timeout=60)
     assert job.returncode == -sig  # the job ends as its child did: by the signal
-    assert _gone(child)
+    assert _ended(child)
     _wait_for(server["log"], rf"train \(pid {child}\): exit -{int(sig)}")
 
 
@@ -199,7 +187,7 @@ def test_a_killed_job_takes_its_child_with_it(server, star_file, tmp_path):
     job, child = _start_long_job(server, star_file, tmp_path / "run")
     job.kill()
     job.wait(timeout=60)
-    assert _gone(child), "the child of a killed job kept running"
+    assert _ended(child), "the child of a killed job kept running"
 
 
 def test_a_child_killed_by_a_signal_kills_its_job_alike(server, star_file, tmp_path):
@@ -227,15 +215,16 @@ def test_the_server_ends_with_snakemake(tmp_path):
         _wait_for(log, r"ready \(pid \d+\)")
         parent.kill()
         parent.wait(timeout=30)
-        assert _gone_or_zombie(pid), "the server outlived its Snakemake"
+        assert _ended(pid), "the server outlived its Snakemake"
         assert "Snakemake is gone" in log.read_text()
     finally:
         if parent.poll() is None:
             parent.kill()
 
 
-def _gone_or_zombie(pid: int, timeout: float = 20) -> bool:
-    """The server's parent is gone, so nobody here reaps it: ended means gone or a zombie."""
+def _ended(pid: int, timeout: float = 20) -> bool:
+    """Whether process ``pid`` ended within ``timeout`` seconds: gone, or a zombie not reaped yet
+    (a server whose parent was killed has nobody here to reap it)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:

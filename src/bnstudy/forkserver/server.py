@@ -62,9 +62,10 @@ def _request(conn: socket.socket, token: str) -> tuple[dict, list[int]] | str:
         for fd in fds:
             os.close(fd)
         raise
+    ours = identity()
     why = ("another user" if uid != os.getuid() else
            "a wrong token" if not hmac.compare_digest(str(req.get("token")), token) else
-           "another Python or package" if {k: req.get(k) for k in identity()} != identity()
+           "another Python or package" if {k: req.get(k) for k in ours} != ours
            else "no standard streams" if len(fds) != 3 else None)
     if why:
         for fd in fds:
@@ -164,8 +165,9 @@ def _accept(listener: socket.socket, token: str, children: dict, own: tuple[int,
         _child(conn, req, fds)
     for fd in fds:
         os.close(fd)
-    children[pid] = (conn, " ".join(req["argv"][:1]))
-    _log(f"{children[pid][1]} (pid {pid}) started")
+    verb = req["argv"][0] if req["argv"] else "(no verb)"
+    children[pid] = (conn, verb)
+    _log(f"{verb} (pid {pid}) started")
 
 
 def serve(name: str, parent: int) -> None:
