@@ -10,12 +10,18 @@ from bnstudy.replication.policy import Policy, continuing
 RULES = {"loss": ("less", 0.0), "ics": ("no_less", 0.2)}
 
 
-def test_parse_defaults_to_doubling_and_checks_agreement():
+def test_parse_defaults_to_doubling_and_refuses_rounds_with_start_or_max():
     assert Policy.parse({"start": 3, "max": 24}).rounds == (3, 6, 12, 24)
     assert Policy.parse({"start": 3, "max": 20}).rounds == (3, 6, 12, 20)
-    p = Policy.parse({"start": 3, "max": 24, "rounds": [3, 6, 12, 24], "spending": "linear"})
+    p = Policy.parse({"rounds": [3, 6, 12, 24], "spending": "linear"})
     assert p == Policy((3, 6, 12, 24), "linear")
-    for bad, msg in [({"start": 3, "max": 24, "rounds": [4, 24]}, "start=3 disagrees"),
+    for bad, msg in [({"start": 3, "max": 24, "rounds": [4, 24]},
+                      r"either rounds .* or start and max .*not both: got rounds=\[4, 24\] "
+                      r"and start=3 and max=24"),
+                     # even when they agree: one way to say it, no guessing which wins
+                     ({"start": 3, "rounds": [3, 6]}, r"not both: got rounds=\[3, 6\] and "
+                                                      r"start=3; drop start, or rounds"),
+                     ({"max": 6, "rounds": [3, 6]}, "drop max, or rounds"),
                      ({"rounds": [3, 2]}, "strictly increasing"),
                      ({"start": 1, "max": 4}, "2 <= start <= max"),
                      ({"start": 3, "max": 6, "spending": "obf"}, "valid: equal, linear"),
@@ -135,3 +141,22 @@ def test_a_round_adds_seeds_only_to_the_arms_undecided_rows_compare():
     # a row over no single arm (pooled) reads them all
     assert arms([*rows, {"norm": "nan", "baseline": None}], norms) == norms
     assert arms([], norms) == []
+
+
+def test_a_round_whose_ledger_has_no_measured_row_stops_the_experiment(tmp_path):
+    """Issue 34: ``replication: {rounds: [3, 6]}`` on an experiment no claim measures crashed
+    the round (the ledger then has no ``n_seeds`` column: AttributeError on a numpy float)."""
+    from bnstudy.replication import rounds
+
+    grid = {"e": {"norms": ["none"], "seeds": [0, 1, 2]}}
+    record = rounds.decide(str(tmp_path), 0, grid, {}, {"e": {"rounds": [3, 6],
+                                                             "spending": "equal"}}, 0.95)
+    assert record["experiments"]["e"] == {"look": 0, "n_seeds": 3, "open": True,
+                                          "continue": False, "undecided": [], "norms": []}
+    assert record["claims"] == []
+    out = tmp_path / "round0.json"
+    rounds.write(record, str(out))
+    df = rounds.table([str(out)], str(tmp_path / "replication.parquet"))
+    assert list(df["experiment"]) == ["e"] and list(df["continue"]) == [False]
+    empty = pd.DataFrame({"claim_id": ["x"], "verdict": ["not measured"]})
+    assert list(rounds.seed_counts(empty)) == [0.0]

@@ -1,8 +1,9 @@
 """A replication policy and the round-by-round decision of which experiments get more seeds.
 
-A policy (``replication: {start: 3, max: 24, rounds: [3, 6, 12, 24]}``, per experiment or for
-the whole study) fixes the planned cumulative seed counts before any data: ``rounds`` (default:
-doubling from ``start`` until ``max``) and the alpha ``spending`` over them
+A policy (``replication: {rounds: [3, 6, 12, 24]}`` or ``{start: 3, max: 24}``, per experiment
+or for the whole study) fixes the planned cumulative seed counts before any data: ``rounds``, or
+doubling from ``start`` until ``max`` (one or the other: both together are refused, so that no
+reader has to guess which wins), and the alpha ``spending`` over them
 (:mod:`bnstudy.claims.sequential`). Round ``k``'s seeds are the experiment's declared seeds
 followed by the next unused integers, the first ``rounds[k]`` of them (:meth:`Policy.seeds`), so
 the rounds a study takes are a function of its config and its numbers alone.
@@ -38,6 +39,13 @@ class Policy:
             raise ValueError(f"{where}: unknown key(s) {bad}; valid: {', '.join(KEYS)}")
         start, top = d.get("start"), d.get("max")
         rounds = d.get("rounds")
+        both = [k for k in ("start", "max") if d.get(k) is not None]
+        if rounds is not None and both:
+            raise ValueError(f"{where}: give either rounds (every round's cumulative seed "
+                             f"count) or start and max (rounds doubling from start to max), not "
+                             f"both: got rounds={rounds!r} and "
+                             f"{' and '.join(f'{k}={d[k]!r}' for k in both)}; drop "
+                             f"{' and '.join(both)}, or rounds")
         if rounds is None:
             if not (isinstance(start, int) and isinstance(top, int) and 2 <= start <= top):
                 raise ValueError(f"{where}: without rounds, start and max must be integers with "
@@ -49,10 +57,6 @@ class Policy:
             rounds = sequential.check_rounds(rounds)
         except ValueError as e:
             raise ValueError(f"{where}: {e}") from None
-        for key, want in (("start", rounds[0]), ("max", rounds[-1])):
-            if d.get(key) is not None and d[key] != want:
-                raise ValueError(f"{where}: {key}={d[key]!r} disagrees with rounds "
-                                 f"{list(rounds)} (its {key} is {want})")
         spending = d.get("spending", "equal")
         if spending not in sequential.SPENDING:
             raise ValueError(f"{where}: unknown spending {spending!r}; "

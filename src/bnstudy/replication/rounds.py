@@ -70,6 +70,14 @@ def arms(rows, norms: list[str]) -> list[str]:
     return [n for n in norms if n in out]
 
 
+def seed_counts(ledger: pd.DataFrame) -> pd.Series:
+    """Each ledger row's seed count (0 where it has none): a ledger with no measured row has
+    no ``n_seeds`` column at all."""
+    if "n_seeds" not in ledger:
+        return pd.Series(0.0, index=ledger.index)
+    return pd.to_numeric(ledger["n_seeds"], errors="coerce").fillna(0)
+
+
 def decide(results: str, k: int, grid: dict, spec: dict, plans: dict, level: float
            ) -> dict:
     """Round ``k``'s record: the state's ledger rows over replicated experiments and, for each
@@ -77,7 +85,7 @@ def decide(results: str, k: int, grid: dict, spec: dict, plans: dict, level: flo
     at = looks(plans, grid)
     levels = sequential.interval_levels(plans, {e: len(grid[e]["seeds"]) for e in at}, level)
     ledger = evaluate(frames(results, grid, spec), level, levels)
-    measured = ledger[pd.to_numeric(ledger.get("n_seeds"), errors="coerce").fillna(0) >= 2]
+    measured = ledger[seed_counts(ledger) >= 2]
     claims, experiments = [], {}
     for e in sorted(at):
         open_ = at[e] == k  # an experiment that stopped earlier holds an earlier look
