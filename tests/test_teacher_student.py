@@ -168,31 +168,36 @@ def test_bn_family_theory_and_purity(ds):
     assert len(rows) == 1
     r = rows[0]
     assert r["zeta"] == pytest.approx(3 / 20)  # mu_B and sigma_B: 1/M + 1/(2M)
-    # primary: the objective Eq. 3 makes BN equivalent to, mean loss + zeta gamma^2, the same
-    # ridge as the WN arm's (lam = alpha zeta), at App. C.3's 3/(2M)
-    assert r["convention"] == "loss"
-    assert r["theory"] == pytest.approx(luo_theory.eps_wn_linear(2.0, 0.25, 3 / 20, "loss"))
-    assert r["theory"] != pytest.approx(luo_theory.eps_wn_linear(2.0, 0.25, 3 / 20, "paper"),
+    # primary: BN's gamma^2 is its output variance over the training set, so Eq. 3's objective
+    # is least squares shrunk by 1 / (1 + zeta), at App. C.3's 3/(2M); no ridge
+    assert r["curve"] == "shrinkage" and r["convention"] is None
+    assert r["theory"] == pytest.approx(luo_theory.eps_shrinkage_linear(2.0, 0.25, 3 / 20))
+    assert r["theory"] != pytest.approx(luo_theory.eps_wn_linear(2.0, 0.25, 3 / 20, "loss"),
                                         rel=0.02)
+    assert r["theory_shrinkage"] == pytest.approx(r["theory"])
     assert r["rel_error"] == pytest.approx(r["gen_error"] / r["theory"] - 1)
-    # secondary: the curve Luo's Fig. 1a prints, 1/(2M) with lam = zeta
+    # Luo's own claim: the curve Fig. 1a prints, 1/(2M) with lam = zeta
     assert r["zeta_main"] == pytest.approx(1 / 20)
     assert r["theory_main"] == pytest.approx(luo_theory.eps_wn_linear(2.0, 0.25, 1 / 20,
                                                                       "paper"))
     assert r["rel_error_main"] == pytest.approx(r["gen_error"] / r["theory_main"] - 1)
     assert r["theory_main"] != pytest.approx(r["theory"], rel=0.02)
-    assert r["theory_shrinkage"] == pytest.approx(luo_theory.eps_shrinkage_linear(2.0, 0.25,
-                                                                                 3 / 20))
     x, y = ds.x_train.astype(np.float64), ds.y_train[:, 0].astype(np.float64)
     w = data.teacher_weights(30, 3)
     ridge = np.linalg.solve(x.T @ x + 2.0 * 0.15 * np.eye(30), x.T @ y)  # lam = alpha zeta
-    assert r["erm_theory"] == pytest.approx(np.sum((ridge - w) ** 2) / 30, rel=1e-6)
-    paper = ts.run(run, ds, {"checkpoints": "last", "convention": "paper"},
-                   torch.device("cpu"))[0]  # the option still offers lam = zeta for the primary
+    ridged = ts.run(run, ds, {"checkpoints": "last", "bn_curve": "ridge"},
+                    torch.device("cpu"))[0]  # the earlier reading, on request
+    assert ridged["curve"] == "ridge" and ridged["convention"] == "loss"
+    assert ridged["theory"] == pytest.approx(luo_theory.eps_wn_linear(2.0, 0.25, 3 / 20, "loss"))
+    assert ridged["erm_theory"] == pytest.approx(np.sum((ridge - w) ** 2) / 30, rel=1e-6)
+    paper = ts.run(run, ds, {"checkpoints": "last", "bn_curve": "ridge", "convention": "paper"},
+                   torch.device("cpu"))[0]
     assert paper["theory"] == pytest.approx(luo_theory.eps_wn_linear(2.0, 0.25, 3 / 20))
     assert paper["theory_main"] == pytest.approx(r["theory_main"])
     shrunk = np.linalg.pinv(x) @ y / 1.15
     assert r["erm_shrinkage"] == pytest.approx(np.sum((shrunk - w) ** 2) / 30, rel=1e-6)
+    assert r["erm_theory"] == pytest.approx(r["erm_shrinkage"])
+    assert r["null_error"] == pytest.approx(0.0, abs=1e-9)  # alpha = 2: the span is everything
     bn = run["checkpoints"][-1]["model"]
     assert r["norm_gamma2"] == pytest.approx(float(bn["features.0.norm.weight"]) ** 2)
     assert all(torch.equal(v, buffers[k]) for k, v in net.state_dict().items()) and net.training

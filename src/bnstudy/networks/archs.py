@@ -12,6 +12,7 @@ ARCHS = ("mlp", "dln", "vgg", "unit", "cnn", "resnet9", "resnet18")
 LINEAR_ARCHS = ("dln",)  # no activation at all
 INITS = ("default", "kaiming", "xavier", "orthogonal")
 BIAS_INITS = ("default", "zero", "random")
+INIT_SPANS = ("all", "data")  # unit: the initial weight in the span of the training inputs
 
 # slope: the activation and the kaiming gain; bias_std: the random bias init (or a normalizer's)
 COMMON_OPTIONS = ("arch", "slope", "dropout", "init", "bias_init", "bias_std", "norm_options")
@@ -19,7 +20,7 @@ ARCH_OPTIONS = {
     "mlp": ("depth", "width"),
     "dln": ("depth",),  # square maps of the input's size: no width
     "vgg": ("channels", "width_mult"),
-    "unit": (),
+    "unit": ("init_span",),
     "cnn": ("width_mult",),
     "resnet9": ("width",),
     "resnet18": ("width",),  # the CIFAR ResNet18: no depth, no width_mult

@@ -16,6 +16,10 @@ Architectures:
 - ``unit``: Luo et al.'s single-layer student ``y = g(norm(w^T x))``: one block whose map has
   no bias, no head, and the normalizer's shift (BN's beta) held at 0 in a buffer, as Luo §4
   freezes it; ``g`` is the identity for ``slope: 1`` (the linear student), ReLU for 0.
+  ``init_span: data`` starts its weight in the span of the training inputs (the row space of
+  ``X``; :func:`init_in_data_span`, applied by the training loop): gradient training never
+  moves, and a normalizer with batch statistics never sees, the part outside it, which Luo
+  §4's closed forms (minimum-norm, ridge and shrunk least squares) do not have.
 - ``cnn``: Luo et al. §5's Salimans-Kingma CNN, widths times ``width_mult``
   (:mod:`bnstudy.networks.cnn`).
 - ``resnet9`` (Page's DAWNBench ResNet9), ``resnet18`` (the CIFAR ResNet18): first-stage width
@@ -41,7 +45,12 @@ import torch
 from torch import nn
 
 from bnstudy.networks import normalizers
-from bnstudy.networks.archs import ARCHS, BIAS_INITS, INITS  # noqa: F401 (re-exported)
+from bnstudy.networks.archs import (  # noqa: F401 (re-exported)
+    ARCHS,
+    BIAS_INITS,
+    INIT_SPANS,
+    INITS,
+)
 from bnstudy.networks.blocks import (  # noqa: F401 (re-exported)
     Block,
     Net,
@@ -90,6 +99,9 @@ class ModelConfig:
     bias_init: str = config_key("zero", {"enum": list(BIAS_INITS)}, "the biases' initialization")
     bias_std: float = config_key(1.0, {"type": "number", "minimum": 0},
                                  "bias_init random: the biases' standard deviation")
+    init_span: str = config_key("all", {"enum": list(INIT_SPANS)},
+                                "unit: data projects the initial weight onto the span of the "
+                                "training inputs (all: no projection)")
     # options per normalizer name, e.g. {"ghost_batchnorm": {"ghost_batch_size": 8}}: one model
     # serves every normalizer of an experiment (`python -m bnstudy list normalizers` lists each
     # normalizer's options, declared in its own module)
@@ -119,6 +131,12 @@ class ModelConfig:
             raise ValueError(f"unknown model arch {self.arch!r}; valid choices: {', '.join(ARCHS)}")
         if self.init not in INITS:
             raise ValueError(f"unknown init {self.init!r}; valid choices: {', '.join(INITS)}")
+        if self.init_span not in INIT_SPANS:
+            raise ValueError(f"unknown init_span {self.init_span!r}; valid choices: "
+                             f"{', '.join(INIT_SPANS)}")
+        if self.init_span != "all" and self.arch != "unit":
+            raise ValueError(f"model init_span={self.init_span!r} is for the unit student only "
+                             f"(arch {self.arch!r}); allowed: all")
         if self.bias_init not in BIAS_INITS:
             raise ValueError(
                 f"unknown bias_init {self.bias_init!r}; valid choices: {', '.join(BIAS_INITS)}"
@@ -258,5 +276,29 @@ def _initialize(net: Net, cfg: ModelConfig) -> None:
         p = getattr(m, "parametrizations", None)
         if p is not None and "weight" in p:
             # Weight norm: start with g = ||v|| per output unit so w equals the initialized v.
+            dims = tuple(range(1, w.dim()))
+            p.weight.original0.copy_(torch.linalg.vector_norm(w, dim=dims, keepdim=True))
+
+
+@torch.no_grad()
+def init_in_data_span(net: Net, cfg: ModelConfig, x: torch.Tensor) -> None:
+    """``init_span: data``: project each map's initial weight (weight norm's direction ``v``,
+    then ``g = ||v||`` as at initialization) onto the span of the training inputs ``x`` (rows;
+    float64 eigendecomposition of the smaller Gram matrix, rank by the usual tolerance); no-op
+    for ``all``."""
+    if cfg.init_span == "all":
+        return
+    x = x.reshape(len(x), -1).double()
+    small = x.shape[0] < x.shape[1]
+    gram = x @ x.T if small else x.T @ x
+    ev, vec = torch.linalg.eigh(gram)
+    keep = ev > ev.max() * max(x.shape) * torch.finfo(torch.float64).eps
+    basis = x.T @ vec[:, keep] / ev[keep].sqrt() if small else vec[:, keep]  # orthonormal
+    for m in maps(net):
+        w, _ = _base(m)
+        flat = w.reshape(w.shape[0], -1).double().to(basis.device)
+        w.copy_(((flat @ basis) @ basis.T).reshape(w.shape).to(w.dtype))
+        p = getattr(m, "parametrizations", None)
+        if p is not None and "weight" in p:
             dims = tuple(range(1, w.dim()))
             p.weight.original0.copy_(torch.linalg.vector_norm(w, dim=dims, keepdim=True))

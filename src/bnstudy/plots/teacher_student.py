@@ -10,6 +10,7 @@ import pandas as pd
 
 from bnstudy import lazy
 from bnstudy.plots import Family, figure, finish, label, message, register, seed_ci, step_axis
+from bnstudy.plots.colors import arm_palette
 from bnstudy.tables.intervals import mean_ci
 from bnstudy.theory import luo as lt
 
@@ -99,7 +100,7 @@ def draw_alpha(frames, options):
     arms = main_arms(last)
     last = last[last["arm"].isin(arms)]
     panels = sorted(last.groupby(PANEL).groups)
-    colors = dict(zip(arms, sns.color_palette(n_colors=len(arms)), strict=True))
+    colors = arm_palette(arms)  # each arm in its normalizer's colour, as in every figure
     fig, axes = figure(len(panels), 1, height=5.0)
     for ax, (act, noise, n) in zip(axes[:, 0], panels, strict=True):
         p = last[(last["activation"] == act) & (last["S"] == noise) & (last["N"] == n)]
@@ -116,8 +117,11 @@ def draw_alpha(frames, options):
         for arm in present:
             g = p[p["arm"] == arm]
             z, conv = zeta_of(g), str(g["convention"].iloc[0])
-            if z is not None and act == "linear":
+            if z is not None and act == "linear" and conv in lt.CONVENTIONS:  # a ridge arm
                 curves.setdefault(("WN + gamma decay", z, conv), []).append(arm)
+            elif z is not None and act == "linear" and g["zeta_main"].notna().any():
+                zm = float(g["zeta_main"].dropna().iloc[0])  # BN: the curve Fig. 1a prints
+                curves.setdefault(("WN + gamma decay", zm, "paper"), []).append(arm)
                 if g["theory_shrinkage"].notna().any():
                     curves.setdefault(("shrinkage mean field", z, ""), []).append(arm)
         for (kind, z, conv), who in curves.items():
@@ -155,24 +159,27 @@ def draw_batch(frames, options):
                       "two or more mini-batch sizes)")
     fig, axes = figure(1, 2, height=4.2)
     axes = axes[0]
-    colors = sns.color_palette(n_colors=len(groups))
+    colors = arm_palette(groups, norm_of=lambda grp: grp[0]).values()
     for color, (norm, alpha, act, noise, n) in zip(colors, groups, strict=True):
         g = last[(last["norm"] == norm) & (last["alpha"] == alpha) & (last["activation"] == act)
                  & (last["S"] == noise) & (last["N"] == n) & (last["batch_size"] < last["P"])]
         arm = f"{norm}, alpha={alpha:g}, N={n}"
         ms = np.array(sorted(g["batch_size"].unique()))
         zetas = g.groupby("batch_size")["zeta"].first().reindex(ms).to_numpy()
-        conv = str(g["convention"].iloc[0])
+        conv, zw = str(g["convention"].iloc[0]), zetas
+        if conv not in lt.CONVENTIONS:  # BN arms (shrinkage): the ridge Luo Fig. 1a prints
+            conv = "paper"
+            zw = g.groupby("batch_size")["zeta_main"].first().reindex(ms).to_numpy()
         for ax, col, k in ((axes[0], "gamma2", 0), (axes[1], "err", None)):
             _errorbar(ax, _stats(g, "batch_size", col), "batch_size", color,
                       f"{arm}: measured", log=True)
             if act != "linear" or not np.all(np.isfinite(zetas)):
                 continue
             if k == 0:
-                wn = [lt.order_parameters_wn_linear(alpha, noise, z, conv)[0] for z in zetas]
+                wn = [lt.order_parameters_wn_linear(alpha, noise, z, conv)[0] for z in zw]
                 sh = [lt.order_parameters_shrinkage_linear(alpha, noise, z)[0] for z in zetas]
             else:
-                wn = [lt.eps_wn_linear(alpha, noise, z, conv) for z in zetas]
+                wn = [lt.eps_wn_linear(alpha, noise, z, conv) for z in zw]
                 sh = [lt.eps_shrinkage_linear(alpha, noise, z) for z in zetas]
             ax.plot(ms, wn, color=color, ls="--", label="WN + gamma decay at zeta(M)")
             ax.plot(ms, sh, color=color, ls=":", label="shrinkage mean field at zeta(M)")
@@ -197,7 +204,8 @@ def draw_curves(frames, options):
     for j, (ax, alpha) in enumerate(zip(axes[0], alphas, strict=True)):
         g = df[df["alpha"] == alpha]
         sns.lineplot(g, x="epochs", y="err", hue="arm", hue_order=[a for a in arms
-                     if a in set(g["arm"])], marker="o", errorbar=seed_ci, ax=ax,
+                     if a in set(g["arm"])], palette=arm_palette(arms), marker="o",
+                     errorbar=seed_ci, ax=ax,
                      legend=(j == len(alphas) - 1))
         th = g["theory_sgd"].dropna()
         if len(th) and np.isfinite(th.iloc[0]):
@@ -219,10 +227,12 @@ register(Family(
         "alpha = P/N at each run's last checkpoint; dots are means with 95% Student-t CIs over "
         "all runs "
         "at that load (run seeds and data draws pooled), per normalizer and batch size. Lines: "
-        "the closed forms of Luo §4 (solid: vanilla SGD; dashed: WN + gamma decay at the "
-        "zeta Luo equates with the arm, with the ridge lam the legend names: lam = alpha zeta "
-        "for the explicit gamma-decay arm, the objective it trains; dotted: our shrinkage mean "
-        "field for batch statistics taken on the training set). The vertical line marks where "
+        "the closed forms of Luo §4 (solid: vanilla SGD; dashed: WN + gamma decay with the "
+        "ridge lam the legend names: lam = alpha zeta for the explicit gamma-decay arm, the "
+        "objective it trains, and for BN arms the curve Luo's Fig. 1a prints, 1/(2M) with lam "
+        "= zeta; dotted: least squares shrunk by 1/(1 + zeta), the objective of BN's gamma "
+        "decay on its output variance over the training set, BN's primary curve). The vertical "
+        "line marks where "
         "vanilla SGD's closed form diverges."),
 ))
 register(Family(

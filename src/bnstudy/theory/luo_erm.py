@@ -1,7 +1,9 @@
 """Exact minimizers of Luo §4's objectives on one training set (the ``erm_*`` columns of
 :mod:`bnstudy.measures.teacher_student.compute`): what the closed forms of
 :mod:`bnstudy.theory.luo` average
-over data draws, so that a gap to them splits into draw scatter and optimization."""
+over data draws, so that a gap to them splits into draw scatter and optimization; and the part of a
+student's error that lies outside the span of the training inputs (:func:`null_error`), which none
+of those minimizers has and which gradient training never changes."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ def basis(ds, w: np.ndarray, device) -> dict:
     uu, s, vt = torch.linalg.svd(x, full_matrices=False)
     keep = s > s.max() * max(x.shape) * torch.finfo(torch.float64).eps
     wt = torch.as_tensor(w, device=device, dtype=torch.float64)
-    out = {"s": s, "proj": uu.T @ y, "wv": vt @ wt, "keep": keep}
+    out = {"s": s, "proj": uu.T @ y, "wv": vt @ wt, "keep": keep, "v": vt[keep].T}
     out = {k: v.cpu().numpy() for k, v in out.items()}
     out["w2"], out["n"] = float(w @ w), len(w)
     return out
@@ -41,3 +43,17 @@ def errors(b: dict, lam: float, zeta: float) -> dict:
         out["erm_theory"] = out["erm_sgd"] if lam == 0 else float("nan")
     out["erm_shrinkage"] = err(mn / (1 + zeta)) if np.isfinite(zeta) else float("nan")
     return out
+
+
+def in_span(b: dict, u: np.ndarray) -> np.ndarray:
+    """``u`` projected onto the span of the training inputs (basis ``b['v']``)."""
+    return b["v"] @ (b["v"].T @ u)
+
+
+def null_error(b: dict, error, u: np.ndarray) -> float:
+    """How much of a student's error comes from its pre-activation weight ``u``'s part outside
+    the span of the training inputs: ``error(u) - error(u projected onto the span)`` (``error``:
+    the student's generalization error as a function of ``u``). Gradient training from ``u_0``
+    never moves that part, and batch statistics of the training set never see it, so for such a
+    student this is exactly what an initialization in the span would have spared."""
+    return float(error(u) - error(in_span(b, u)))

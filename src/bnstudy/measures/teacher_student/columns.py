@@ -30,19 +30,28 @@ COLUMNS = {
         "R": "R = cos(w~, w*), the overlap with the teacher",
         "norm_gamma2": "the normalizer's own gamma^2 (NaN without a scalar gamma)",
         "head_weight": "a, the head's weight (1 without a head)",
+        "null_error": "the part of gen_error from the student's weight outside the span "
+        "of the training inputs (training never moves it; NaN: not computed)",
         "zeta": "zeta of the curve `theory` (0 for vanilla SGD; NaN: none)",
-        "theory": "the closed-form generalization error Luo assigns to the run's normalizer",
+        "curve": "the closed form `theory` is: `sgd` (minimum-norm least squares), "
+        "`shrinkage` (least squares shrunk by 1 / (1 + zeta): the BN family) or `ridge` "
+        "(WN + gamma decay)",
+        "theory": "the closed-form generalization error of the objective the run trains or is "
+        "equivalent to (`curve`)",
         "theory_sgd": "the closed form of vanilla SGD for the activation",
-        "theory_shrinkage": "our mean-field curve: least squares shrunk by 1 / (1 + zeta)",
+        "theory_shrinkage": "least squares shrunk by 1 / (1 + zeta): the objective of "
+        "gamma decay on the output variance over the training set (BN family, PN)",
         "rel_error": "gen_error / theory - 1 (fraction)",
-        "convention": "the ridge of `theory`: `loss` (lam = alpha zeta) or `paper` (lam = zeta)",
-        "zeta_main": "secondary: zeta = 1/(2M) of Luo Fig. 1a's printed curve",
-        "theory_main": "secondary: Fig. 1a's printed curve (lam = zeta)",
+        "convention": "the ridge of `theory`: `loss` (lam = alpha zeta) or `paper` (lam = "
+        "zeta); empty when `theory` is no ridge",
+        "zeta_main": "zeta = 1/(2M) of Luo Fig. 1a's printed BN curve (sigma_B arms)",
+        "theory_main": "Luo Fig. 1a's printed BN curve: WN + gamma decay at 1/(2M), lam = "
+        "zeta (Luo's own claim for its BN student)",
         "rel_error_main": "gen_error / theory_main - 1 (fraction)",
         "erm_sgd": "error of the minimum-norm least-squares fit to this training "
         "set (linear student, `erm`)",
-        "erm_theory": "error of the exact minimizer of `theory`'s objective "
-        "(ridge) on this training set",
+        "erm_theory": "error of the exact minimizer of `theory`'s objective on this "
+        "training set",
         "erm_shrinkage": "error of least squares shrunk by 1 / (1 + zeta) on this training set",
     }
 }

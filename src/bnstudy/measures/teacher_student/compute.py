@@ -19,29 +19,20 @@ checkpoint (or only the last, ``checkpoints: last``; :func:`measure` is one chec
   overlap ``R = cos(w~, w*)``; ``norm_gamma2``: the normalizer's own ``gamma^2`` (Luo Fig. 2e's
   quantity; in an ``mlp`` it trades off against the head weight ``head_weight``).
 - the closed forms of :mod:`bnstudy.theory.luo` at the same ``alpha = P/N`` and ``S``:
-  ``theory_sgd`` (vanilla SGD, for the student's activation) and ``theory``, the curve Luo
-  assigns to the run's normalizer: vanilla SGD for ``none``, ``zero_bias``, ``random_bias``,
-  ``weightnorm`` (zeta = 0) and ``bn_init``; WN + gamma decay at BN's equivalent ``zeta`` for the
-  BN family (``batchnorm``, ``batchnorm_fixed_affine``, ``ghost_batchnorm``: ``mu_B`` and
-  ``sigma_B``, ``1/M + 1/(2M)``; ``weightnorm_varonly_bn``: ``sigma_B`` only, ``1/(2M)``, the
-  paper's BN student; ``weightnorm_meanonly_bn``: ``mu_B`` only, ``1/M``; ``M`` the training
-  batch size, the virtual batch size for ghost BN) and at the layer's own ``zeta`` buffer for
-  explicit gamma decay (``weightnorm_gamma_decay``, ``population_norm``); NaN for other
-  normalizers and where the paper has no closed form (WN + gamma decay with ReLU units).
-  Each arm is compared with the curve of the objective it trains or is claimed equivalent to:
-  WN + gamma decay minimizes ``(1/P) sum_j (.)^2 + zeta gamma^2`` with ``gamma^2 = ||w~||^2 /
-  N``, ridge ``lam = alpha zeta``, and under Eq. 3 BN's expected loss is that same objective at
-  its equivalent ``zeta``, so the primary curve (``theory``, ``rel_error``) of every arm has
-  ``lam = alpha zeta`` (``convention = "loss"``, the default of the ``convention`` option, which
-  sets the BN arms' ridge; ``paper``: ``lam = zeta``). ``convention`` and ``zeta`` (columns) name
-  the curve of ``theory``. ``zeta_main``, ``theory_main``, ``rel_error_main`` (BN arms that
-  divide by ``sigma_B``): *secondary*, the curve printed in Luo's Fig. 1a, ``zeta = 1/(2M)`` (Luo
-  §4's BN student, ``sigma_B`` only) with ``lam = zeta`` (``convention = "paper"``) whatever the
-  option says: for BN with ``mu_B`` it differs from the primary curve in both the constant and the
-  ridge.
-  ``theory_shrinkage``: our mean-field curve for normalizers whose statistics come from the
-  training set (BN family, ``population_norm``): least squares shrunk by ``1/(1 + zeta)``.
-  ``rel_error = gen_error / theory - 1``.
+  ``theory_sgd`` (vanilla SGD, for the student's activation) and ``theory``, the curve of the
+  objective the run trains or is equivalent to, named by ``curve`` (``sgd``, ``shrinkage``,
+  ``ridge``), ``zeta`` and ``convention`` (a ridge's ``lam``): vanilla SGD for the vanilla arms,
+  ridge ``lam = alpha zeta`` for WN + gamma decay, and for the BN family least squares shrunk by
+  ``1 / (1 + zeta)`` at App. C.3's zeta, since BN's gamma^2 is the output variance over the
+  training set; beside it ``zeta_main``, ``theory_main``, ``rel_error_main``: the curve Luo's
+  Fig. 1a prints for BN (``1/(2M)``, ``lam = zeta``), Luo's own claim, and ``theory_shrinkage``
+  (:mod:`.curves` says which arm gets which curve, and why). ``rel_error = gen_error / theory -
+  1``.
+- ``null_error``: the part of ``gen_error`` from the student's weight outside the span of the
+  training inputs (:func:`bnstudy.theory.luo_erm.null_error`; NaN when the basis is not
+  computed: ``erm: false`` and ``P >= N``). Gradient training never moves that part and batch
+  statistics never see it, so it is what the initialization left; a ``unit`` student with
+  ``init_span: data`` starts without it (:func:`bnstudy.networks.models.init_in_data_span`).
 - ``erm_*`` (linear student, ``erm: true``): the error of the exact minimizer of each curve's
   objective on *this* training set (minimum-norm least squares, ridge, shrunk least squares), so
   that a gap to ``theory`` splits into finite-N / data-draw scatter (``erm - theory``) and
@@ -50,10 +41,12 @@ checkpoint (or only the last, ``checkpoints: last``; :func:`measure` is one chec
 Options: ``bn_statistics`` (``running`` | ``recomputed``: BN statistics of the whole training
 set at the checkpoint's weights, as in :mod:`bnstudy.measures.generalization.compute`),
 ``convention``
-(``loss``, default | ``paper``: how a BN arm's zeta maps to the primary curve's ridge, see
-:mod:`bnstudy.theory.luo`; the explicit gamma-decay arm always uses its objective's ``loss``),
+(``loss``, default | ``paper``: a ridge's ``lam`` for ``population_norm`` and, with ``bn_curve:
+ridge``, the BN arms, see :mod:`bnstudy.theory.luo`; the explicit gamma-decay arm always uses its
+objective's ``loss``),
 ``zeta_exact`` (false: the paper's constants; true: the chi-distribution mean field),
-``checkpoints`` (``all`` | ``last``), ``erm`` (true | false).
+``checkpoints`` (``all`` | ``last``), ``erm`` (true | false), ``bn_curve`` (``shrinkage``, default
+| ``ridge``: the BN arms' primary curve, :mod:`.curves`).
 """
 
 from __future__ import annotations
@@ -68,23 +61,16 @@ from torch import nn
 
 from bnstudy import data
 from bnstudy.measures.generalization.compute import recompute_bn_statistics
+from bnstudy.measures.teacher_student import curves
+from bnstudy.measures.teacher_student.curves import zeta_of  # noqa: F401 (re-exported)
 from bnstudy.measures.teacher_student.options import Options
 from bnstudy.networks import models
-from bnstudy.theory import luo as luo_theory
 from bnstudy.theory import luo_erm
 from bnstudy.train import checkpoints
 from bnstudy.train.loop import evaluate
 from bnstudy.train.spec import RunSpec
 
 log = logging.getLogger(__name__)
-
-VANILLA = ("none", "zero_bias", "random_bias", "weightnorm", "bn_init")
-# BN family: (subtract_mean, divide_std) of the normalized pre-activation.
-BN_FAMILY = {"batchnorm": (True, True), "batchnorm_fixed_affine": (True, True),
-             "ghost_batchnorm": (True, True), "weightnorm_varonly_bn": (False, True),
-             "weightnorm_meanonly_bn": (True, False)}
-DECAY = ("weightnorm_gamma_decay", "population_norm")
-
 
 def teacher(ds) -> np.ndarray | None:
     """The teacher ``w*`` of a ``teacher_student`` dataset (checked against its test targets)."""
@@ -170,31 +156,6 @@ def exact_error(w: np.ndarray, u: np.ndarray, b: float, a: float, c: float, act:
     return float(1 + a * a * r2 + c * c - 2 * a * cov * p + 2 * a * c * r1)
 
 
-def zeta_of(run_spec: RunSpec, block, act: str | None, exact: bool, p: int,
-            main_text: bool = False):
-    """(kind, zeta): kind 'sgd' | 'bn' | 'decay' | None; zeta NaN where the paper has none.
-    ``exact``: the exact finite-batch zeta; ``main_text``: a BN arm's zeta without ``mu_B``'s share
-    (Luo §4's ``1/(2M)``)."""
-    norm = run_spec.norm
-    if norm in VANILLA:
-        return "sgd", 0.0
-    if norm in DECAY:
-        return "decay", float(block.norm.zeta.reshape(-1)[0])
-    if norm not in BN_FAMILY or act is None:
-        return None, float("nan")
-    m = run_spec.training.batch_for(p)
-    if norm == "ghost_batchnorm":
-        m = min(m, int(run_spec.model_config.normalizer(norm).options["ghost_batch_size"]))
-    sub, div = BN_FAMILY[norm]
-    if main_text:  # Luo §4's BN student: sigma_B only, zeta = 1/(2M)
-        sub = False
-    try:
-        return "bn", luo_theory.zeta_bn(m, act, subtract_mean=sub, divide_std=div,
-                                        exact=exact)
-    except ValueError:
-        return "bn", float("nan")
-
-
 def run(run: dict, ds, options: Options, device: torch.device) -> list[dict]:
     """The ``teacher_student`` table's rows for one run (none off teacher-student data):
     :func:`measure` on each selected checkpoint's restored model, sharing one ERM basis."""
@@ -239,26 +200,33 @@ def measure(model: nn.Module, ds, options: Options | dict | None, spec: RunSpec,
            "bn_statistics": o.bn_statistics, "epochs": step * batch_size / p,
            "train_mse": evaluate(net, xtr, ytr, ds.task)[0],
            "test_mse": evaluate(net, xte, yte, ds.task)[0]}
-    row.update(_student_columns(spec, net, w, xte, o, alpha, noise, p))
+    cache = {} if cache is None else cache
+
+    def basis():
+        if "basis" not in cache:
+            cache["basis"] = luo_erm.basis(ds, w, device)
+        return cache["basis"]
+
+    row.update(_student_columns(spec, net, w, xte, o, alpha, noise, p,
+                                basis if o.erm or p < n else None))
     lam = row.pop("_lam")
     erm = {"erm_sgd": np.nan, "erm_theory": np.nan, "erm_shrinkage": np.nan}
     if o.erm and row["activation"] == "linear":
-        cache = {} if cache is None else cache
-        if "basis" not in cache:
-            cache["basis"] = luo_erm.basis(ds, w, device)
-        erm = luo_erm.errors(cache["basis"], lam, row["zeta"])
+        erm = luo_erm.errors(basis(), lam, row["zeta"])
+        if row["curve"] == "shrinkage":
+            erm["erm_theory"] = erm["erm_shrinkage"]
     return [{**row, **erm}]
 
 
-def _student_columns(spec, net, w, xte, o, alpha, noise, p) -> dict:
+def _student_columns(spec, net, w, xte, o, alpha, noise, p, basis) -> dict:
+    """The single-unit student's columns (NaN for any other model); ``basis``: a getter of the
+    training inputs' basis (:func:`bnstudy.theory.luo_erm.basis`) or None."""
     nan = float("nan")
-    out = {"activation": None, "gen_error": nan, "gamma2": nan, "R": nan, "norm_gamma2": nan,
-           "head_weight": nan, "zeta": nan, "theory": nan, "theory_sgd": nan,
-           "theory_shrinkage": nan, "rel_error": nan, "convention": o.convention,
-           "zeta_main": nan, "theory_main": nan, "rel_error_main": nan, "_lam": nan}
+    out = {"activation": None, "gen_error": nan, "null_error": nan, "gamma2": nan, "R": nan,
+           "norm_gamma2": nan, "head_weight": nan, "rel_error": nan, "rel_error_main": nan}
     block = single_unit(net)
     if block is None:
-        return out
+        return {**out, **curves.columns(spec, None, None, o, alpha, noise, p)}
     act = activation(block.act)
     out["activation"] = act
     gamma = getattr(block.norm, "weight", None)
@@ -269,30 +237,18 @@ def _student_columns(spec, net, w, xte, o, alpha, noise, p) -> dict:
     out["head_weight"] = a
     if ub is not None and act is not None:
         u, b = ub
-        out["gen_error"] = exact_error(w, u, b, a, c, act)
+
+        def error(v):
+            return exact_error(w, v, b, a, c, act)
+
+        out["gen_error"] = error(u)
+        if basis is not None:
+            out["null_error"] = luo_erm.null_error(basis(), error, u)
         wt = a * u
         out["gamma2"] = float(wt @ wt / len(w))
         nrm = float(np.linalg.norm(wt) * np.linalg.norm(w))
         out["R"] = float(wt @ w) / nrm if nrm > 0 else nan
-    if act is None:
-        return out
-    out["theory_sgd"] = float(luo_theory.eps_sgd(alpha, noise, act))
-    kind, zeta = zeta_of(spec, block, act, o.zeta_exact, p)
-    out["zeta"] = zeta
-    conv = "loss" if spec.norm == "weightnorm_gamma_decay" else o.convention
-    out["convention"] = conv
-    if kind == "sgd":
-        out["theory"], out["_lam"] = out["theory_sgd"], 0.0
-    elif kind in ("bn", "decay") and act == "linear" and np.isfinite(zeta):
-        out["theory"] = float(luo_theory.eps_wn_linear(alpha, noise, zeta, conv))
-        out["_lam"] = float(luo_theory.ridge_lambda(alpha, zeta, conv))
-        if kind == "bn" or spec.norm == "population_norm":
-            out["theory_shrinkage"] = float(luo_theory.eps_shrinkage_linear(alpha, noise, zeta))
-        if kind == "bn" and BN_FAMILY[spec.norm][1]:
-            zm = zeta_of(spec, block, act, o.zeta_exact, p, main_text=True)[1]
-            out["zeta_main"] = zm
-            # secondary: the curve Luo's Fig. 1a prints (1/(2M), lam = zeta)
-            out["theory_main"] = float(luo_theory.eps_wn_linear(alpha, noise, zm, "paper"))
+    out.update(curves.columns(spec, block, act, o, alpha, noise, p))
     for suffix in ("", "_main"):
         th = out["theory" + suffix]
         if np.isfinite(th) and th > 0:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from bnstudy import options
+from bnstudy.measures.teacher_student.curves import BN_CURVES
 from bnstudy.theory.luo import CONVENTIONS
 
 
@@ -18,6 +19,7 @@ class Options(options.Options):
     SECTION: ClassVar[str] = "teacher_student"
 
     bn_statistics: str = options.choice("running", ("running", "recomputed"))
+    bn_curve: str = options.choice("shrinkage", BN_CURVES)
     convention: str = options.choice("loss", CONVENTIONS)
     zeta_exact: bool = False
     checkpoints: str = options.choice("all", ("all", "last"))
