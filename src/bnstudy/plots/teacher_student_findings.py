@@ -47,9 +47,9 @@ SECTION_TEXT = (
     "students that start away from 0 keep their initialization's component there (column "
     "null_error; a unit student with init_span: data starts without it): vanilla GD and BN "
     "never lose it (BN's batch statistics do not see it either), WN + gamma decay only slowly, "
-    "through zeta, and they exceed the closed forms meanwhile; with an mlp student the head's weight "
-    "multiplies gamma and evades an explicit gamma decay (norm_gamma2 and head_weight show "
-    "it), and its biases add an intercept the paper's student lacks.")
+    "through zeta, and they exceed the closed forms meanwhile; with an mlp student the "
+    "head's weight multiplies gamma and evades an explicit gamma decay (norm_gamma2 and "
+    "head_weight show it), and its biases add an intercept the paper's student lacks.")
 
 
 def _verdict_vanilla(last: pd.DataFrame) -> list[str]:
