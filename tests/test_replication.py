@@ -24,7 +24,8 @@ def test_parse_defaults_to_doubling_and_refuses_rounds_with_start_or_max():
                      ({"max": 6, "rounds": [3, 6]}, "drop max, or rounds"),
                      ({"rounds": [3, 2]}, "strictly increasing"),
                      ({"start": 1, "max": 4}, "2 <= start <= max"),
-                     ({"start": 3, "max": 6, "spending": "nope"}, "unknown spending 'nope'; valid: "),
+                     ({"start": 3, "max": 6, "spending": "nope"},
+                      "unknown spending 'nope'; valid: "),
                      ({"start": 3, "max": 6, "seeds": 4}, "unknown key"),
                      ([3, 6], "must be a mapping")]:
         with pytest.raises(ValueError, match=msg):

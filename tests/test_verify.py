@@ -16,15 +16,23 @@ import torch
 from bnstudy import cli, data, io, verify
 
 
+def write_run(root, seed: int, norm: str = "batchnorm") -> None:
+    """A run's files as the train job writes them: each says which run it is (its spec, the
+    resume state's place: bnstudy.tables.binding)."""
+    run = root / "runs" / "star" / norm / f"seed{seed}"
+    ids = {"experiment": "star", "norm": norm, "seed": seed}
+    io.save_pt({"spec": ids, "w": torch.ones(3)}, run / "checkpoints.pt", "checkpoints")
+    io.save_pt({"step": 1, "place": ids}, run / "resume.pt", "resume state")
+    frame = pd.DataFrame({"step": [0, 1], "loss": [1.0, 0.5 + seed]})
+    io.write_table(frame, run / "history.parquet", {"config_hash": "h", "config": ids})
+
+
 @pytest.fixture
 def study(tmp_path, star):
     root = tmp_path / "results"
     data.save(star, root / "data" / "star2d.npz")
-    run = root / "runs" / "star" / "batchnorm" / "seed0"
-    io.save_pt({"w": torch.ones(3)}, run / "checkpoints.pt", "checkpoints")
-    io.save_pt({"step": 1}, run / "resume.pt", "resume state")
+    write_run(root, 0)
     frame = pd.DataFrame({"step": [0, 1], "loss": [1.0, 0.5]})
-    io.write_table(frame, run / "history.parquet", {"config_hash": "h"})
     io.write_table(frame, root / "tables" / "training.parquet", {"config_hash": "h"})
     (root / "figures").mkdir()
     (root / "figures" / "a.png").write_bytes(b"not checked")
@@ -64,7 +72,8 @@ def test_a_flipped_byte_is_named_with_what_to_rerun(study, capsys, name):
 def test_a_truncated_resume_state_is_named_as_discardable(study, capsys, name):
     path = study / "runs/star/batchnorm/seed0" / name
     if not path.exists():  # a checkpoint file of the resume state (bnstudy.train.resume)
-        io.save_pt({"step": 10}, path, "resume checkpoint")
+        io.save_pt({"step": 10, "place": {"experiment": "star", "norm": "batchnorm", "seed": 0}},
+                   path, "resume checkpoint")
     path.write_bytes(path.read_bytes()[:100])
     assert cli.main(["verify", str(study)]) == 1
     out = capsys.readouterr().out
@@ -83,3 +92,37 @@ def test_a_missing_results_directory_is_one_line(tmp_path, capsys):
     assert cli.main(["verify", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err
     assert "nope' does not exist" in err and "Traceback" not in err
+
+
+# -- issue 34: a run's file copied over another run's is intact, but not that run's -----------
+
+@pytest.mark.parametrize("name", ["history.parquet", "checkpoints.pt", "resume.pt"])
+def test_a_run_file_copied_over_another_runs_is_named(study, capsys, name):
+    write_run(study, 1)
+    src, dst = (study / f"runs/star/batchnorm/seed{s}" / name for s in (0, 1))
+    assert cli.main(["verify", str(study)]) == 0
+    capsys.readouterr()
+    dst.write_bytes(src.read_bytes())  # byte for byte: its checksum holds
+    assert cli.main(["verify", str(study)]) == 1
+    out = capsys.readouterr().out
+    assert "1 bad" in out
+    assert (f"BAD {dst}: {dst} says it is run star/batchnorm/seed0's file but lies in run "
+            f"star/batchnorm/seed1's place") in out
+    assert f"rm {dst}" in out
+
+
+def test_a_file_in_another_normalizers_place_is_named(study, capsys):
+    write_run(study, 0, norm="none")
+    src = study / "runs/star/batchnorm/seed0/history.parquet"
+    dst = study / "runs/star/none/seed0/history.parquet"
+    dst.write_bytes(src.read_bytes())
+    assert cli.main(["verify", str(study)]) == 1
+    assert ("says it is run star/batchnorm/seed0's file but lies in run star/none/seed0's "
+            "place") in capsys.readouterr().out
+
+
+def test_a_run_file_that_names_no_run_is_refused(study, capsys):
+    path = study / "runs/star/batchnorm/seed0/history.parquet"
+    io.write_table(pd.DataFrame({"step": [0]}), path, {"config_hash": "h"})
+    assert cli.main(["verify", str(study)]) == 1
+    assert f"{path} does not say which run it belongs to" in capsys.readouterr().out

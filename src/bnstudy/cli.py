@@ -99,11 +99,14 @@ def cmd_prepare_data(a) -> None:
 
 def cmd_train(a) -> None:
     from bnstudy import data, io
+    from bnstudy.tables import binding
     from bnstudy.train import checkpoints
     from bnstudy.train import loop as training
     from bnstudy.train.spec import RunSpec
 
     spec = RunSpec.parse(a.spec, source="--spec")  # typed from here on
+    binding.check_outputs([a.out_history, a.out_checkpoints], binding.run_place(
+        spec.experiment, spec.norm, spec.seed))
     training.resolve_device(a.device)
     _set_threads(a.threads)
     ds = data.load(a.data)
@@ -130,7 +133,7 @@ def cmd_measure(a) -> None:
     import pandas as pd
 
     from bnstudy import data, io, measures
-    from bnstudy.tables import layout
+    from bnstudy.tables import binding, layout
     from bnstudy.train import checkpoints
     from bnstudy.train import loop as training
 
@@ -143,7 +146,9 @@ def cmd_measure(a) -> None:
         raise ValueError(f"--grid must hold exactly the experiment {a.experiment!r}, "
                          f"got {sorted(a.grid)}")
     options = measure.options.parse(a.options)  # checked once, here; typed from now on
-    files = layout.grid_files(a.results, a.grid, "checkpoints.pt")
+    files = layout.grid_files(a.results, a.grid, "checkpoints.pt")  # checks the grid
+    place = binding.block_place(a.experiment, a.grid[a.experiment]["seeds"])
+    binding.check_outputs(a.out, place)
     dev = training.resolve_device(a.device)
     _set_threads(a.threads)
     ds = data.load(a.data)
@@ -163,7 +168,8 @@ def cmd_measure(a) -> None:
                  run["spec"].ids, time.perf_counter() - t1,
                  ", ".join(f"{t}: {len(rows[t][-1])} rows" for t in measure.tables))
     prov = io.provenance(io.stable_hash([specs, a.name, a.options]), str(dev),
-                         measure=a.name, options=a.options, runs=len(files))
+                         measure=a.name, options=a.options, runs=len(files),
+                         **{binding.KEY: place})
     for table, path in outs.items():
         frames = [f for f in rows[table] if len(f)] or rows[table][:1]
         io.write_table(pd.concat(frames, ignore_index=True), path, prov)

@@ -16,9 +16,12 @@ silently corrupted file is detected rather than measured:
 - dataset ``.npz`` files: see :mod:`bnstudy.data` (:func:`array_digest`).
 
 A corrupt, truncated or foreign file raises :class:`CorruptFile`, naming the file and what to do
-(whatever the reader's own exception was). A write that fails for the disk (full, read-only, over
-quota) raises :class:`WriteFailed`, one line naming the file and the cause; nothing partial is
-left and finished files are kept, so the rerun resumes.
+(whatever the reader's own exception was). :func:`read_table` is the one reader of a table: every
+entry point (aggregate, claims, plots, report, ``compare``, ``ledger``, ``verify``,
+:mod:`bnstudy.results`) reads through it, and a run's files are also checked against the place
+they lie in (:mod:`bnstudy.tables.binding`, :class:`MisplacedFile`). A write that fails for
+the disk (full, read-only, over quota) raises :class:`WriteFailed`, one line naming the file and
+the cause; nothing partial is left and finished files are kept, so the rerun resumes.
 """
 
 from __future__ import annotations
@@ -52,6 +55,11 @@ DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO, 
 
 class CorruptFile(ValueError):
     """A run file that is corrupt, truncated or not written by bnstudy."""
+
+
+class MisplacedFile(CorruptFile):
+    """An intact run file that lies in another run's place (copied or moved there): see
+    :mod:`bnstudy.tables.binding`."""
 
 
 class WriteFailed(OSError):

@@ -4,7 +4,10 @@ Snakemake reruns a job when its inputs are newer than its outputs; a byte change
 (a failing disk, a bad copy) keeps the file's mtime and is never seen ("Nothing to be done")
 until a job reads it. :func:`check_study` reads every file that carries a checksum (the tables
 ``*.parquet``, the run and resume files ``*.pt``, the datasets ``*.npz``; see :mod:`bnstudy.io`)
-and :func:`report` names the bad ones and the command that writes them again.
+and :func:`report` names the bad ones and the command that writes them again. A run's file
+(``runs/<experiment>/<norm>/seed<seed>/...``) or a block's table (``runs/<experiment>/
+seeds<label>/...``) must also say it is that run's or block's (:mod:`bnstudy.tables.binding`):
+an intact file copied over another run's is bad too.
 """
 
 from __future__ import annotations
@@ -37,15 +40,16 @@ def files(root: str | Path) -> list[Path]:
 
 
 def check_file(path: Path) -> str | None:
-    """None when ``path`` reads back with its checksum verified, else what is wrong."""
+    """None when ``path`` reads back with its checksum verified (and, for a run's or a block's
+    file, its place: :mod:`bnstudy.tables.binding`), else what is wrong."""
     from bnstudy import data, io
+    from bnstudy.tables import binding
 
     try:
         if path.suffix == ".parquet":
-            io.read_table(path)
-            io.read_provenance(path)
+            binding.read_table(path)
         elif path.suffix == ".pt":
-            io.load_pt(path, None)
+            binding.load_pt(path, None)
         else:
             data.load(path)
     except (io.CorruptFile, OSError) as e:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from bnstudy import columns, io
+from bnstudy.tables import binding
 from bnstudy.tables.layout import GROUP, experiment_files, grid_files
 
 
@@ -51,13 +52,15 @@ def grid_table(results: str | Path, grid: dict, name: str, level: str = "run") -
 def combine(inputs: list[str | Path], table: str, grid: dict | None = None
             ) -> tuple[pd.DataFrame, dict]:
     """The per-run Parquet files ``inputs`` concatenated as table ``table`` (sorted, sweep axes
-    as columns, column types normalised) and its provenance."""
+    as columns, column types normalised) and its provenance. Each part's checksum is verified
+    and, for a run's or a block's file, its place (:mod:`bnstudy.tables.binding`): another
+    run's file copied over one is refused by name, never counted as that run."""
     if not inputs:
         raise ValueError("aggregate needs at least one input table")
     frames, hashes, devices = [], [], set()
     for path in sorted(map(str, inputs)):
-        frames.append(io.read_table(path))
-        prov = io.read_provenance(path)
+        df, prov = binding.read_table(path)
+        frames.append(df)
         hashes.append(prov.get("config_hash"))
         devices.add(prov.get("device"))
     nonempty = [f for f in frames if len(f)]

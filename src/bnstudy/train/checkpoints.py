@@ -22,6 +22,7 @@ from torch import nn
 
 from bnstudy.data import Dataset
 from bnstudy.io import CorruptFile, load_pt, save_pt
+from bnstudy.tables import binding
 from bnstudy.train.loop import build, make_optimizer
 from bnstudy.train.spec import RunSpec
 
@@ -59,12 +60,15 @@ def save(result: dict, path: str | Path) -> None:
 
 def load(path: str | Path) -> dict:
     """The run file at ``path``; :class:`bnstudy.io.CorruptFile` names a corrupt, truncated or
-    foreign file (its checksum is verified), or one whose run spec does not parse."""
+    foreign file (its checksum is verified), one whose run spec does not parse, or, under a
+    results directory's ``runs/``, another run's file (its spec's experiment, normalizer and
+    seed are not those of the place it lies in: :mod:`bnstudy.tables.binding`)."""
     run = load_pt(path, KIND)
     try:
         run["spec"] = RunSpec.parse(run.get("spec"), source=f"{path}: run spec")
     except ValueError as e:
         raise CorruptFile(str(e)) from None
+    binding.check(path, binding.claimed_by_run_file(run))
     return run
 
 

@@ -11,8 +11,10 @@ stopped (:func:`bnstudy.train.loop.train`'s ``resume_path``). On disk, beside ea
   nine checkpoints a 500 MB file and 22 s of CPU; a file already valid for the run's key (the
   replayed step after a restart) is not written again.
 
-Every file carries a checksum (:func:`bnstudy.io.save_pt`); a corrupt or truncated resume file,
-or a checkpoint file it lists that is missing, corrupt or another run's, discards the resume
+Every file carries a checksum (:func:`bnstudy.io.save_pt`) and the place it was written to
+(``place``: :mod:`bnstudy.tables.binding`, checked against where it lies by ``verify`` and on
+load); a corrupt or truncated resume file, one copied from another run's place, or a checkpoint
+file it lists that is missing, corrupt or another run's, discards the resume
 with a warning and the run starts afresh (these are no workflow outputs, so nothing else would
 remove them). The train verb removes them all (:func:`remove`) once the run's outputs are
 written. The learning-rate schedule and the augmentation are functions of the step (and the
@@ -29,6 +31,7 @@ from pathlib import Path
 import torch
 
 from bnstudy import io
+from bnstudy.tables import binding
 
 RESUME_KIND = "resume state"
 CHECKPOINT_KIND = "resume checkpoint"
@@ -55,7 +58,7 @@ def _read_checkpoint(path, key: str, step: int) -> dict:
     """The snapshot in the checkpoint file of ``step``; CorruptFile (FileNotFoundError when
     missing) unless it is a valid file of run ``key`` for that step."""
     file = checkpoint_path(path, step)
-    blob = io.load_pt(file, CHECKPOINT_KIND)
+    blob = binding.load_pt(file, CHECKPOINT_KIND)
     ok = isinstance(blob, dict) and blob.get("key") == key
     ck = blob.get("checkpoint") if ok else None
     if not isinstance(ck, dict) or ck.get("step") != step:
@@ -72,7 +75,13 @@ def _write_once(path, key: str, ck: dict) -> None:
             return
         except (io.CorruptFile, FileNotFoundError):  # another run's or damaged: written anew
             pass
-    io.save_pt({"key": key, "checkpoint": ck}, file, CHECKPOINT_KIND)
+    io.save_pt({"key": key, "checkpoint": ck, **_place(file)}, file, CHECKPOINT_KIND)
+
+
+def _place(file) -> dict:
+    """The ``place`` entry of a resume file written to ``file`` (none outside the layout)."""
+    where = binding.place_of(file)
+    return {} if where is None else {binding.KEY: where}
 
 
 def save(path, key, step, model, opt, sampler, state, t0, batch) -> None:
@@ -89,7 +98,7 @@ def save(path, key, step, model, opt, sampler, state, t0, batch) -> None:
             "history": state["history"], "elapsed": time.perf_counter() - t0,
             "sampler": sampler.state(), "torch_rng": torch.get_rng_state(),
             # taken *before* update ``step`` whose batch is already drawn: replay it on load
-            "pending_batch": batch.cpu()}
+            "pending_batch": batch.cpu(), **_place(path)}
     io.save_pt(blob, path, RESUME_KIND)
 
 
@@ -105,8 +114,8 @@ def load(path, key, model, opt, sampler) -> dict | None:
     if not Path(path).exists():
         return None
     try:
-        blob = io.load_pt(path, RESUME_KIND)
-    except io.CorruptFile as e:
+        blob = binding.load_pt(path, RESUME_KIND)
+    except io.CorruptFile as e:  # MisplacedFile too: another run's state
         _discard(path, str(e))
         return None
     if blob.get("key") != key:  # another spec, other data or other code: start afresh
