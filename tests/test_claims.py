@@ -9,7 +9,7 @@ from bnstudy.claims import ledger as claims
 from bnstudy.claims import rules
 
 
-def test_paired_effect_matches_a_paired_t_interval():
+def test_paired_effect_is_the_paired_t_interval_widened_for_skew():
     rng = np.random.default_rng(0)
     a = pd.Series(rng.normal(1.0, 0.3, 6), index=range(6))
     b = pd.Series(rng.normal(0.2, 0.3, 6), index=range(6))
@@ -17,7 +17,12 @@ def test_paired_effect_matches_a_paired_t_interval():
     d = (a - b).to_numpy()
     lo, hi = stats.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=stats.sem(d))
     assert eff["effect"] == pytest.approx(d.mean())
-    assert (eff["ci_low"], eff["ci_high"]) == pytest.approx((lo, hi))
+    assert eff["effect_skew"] == pytest.approx(stats.skew(d))
+    assert eff["ci_low"] <= lo and eff["ci_high"] >= hi  # contains the Student-t interval
+    # equal to it for symmetric differences
+    sym = rules.paired_effect(pd.Series([0.1, 0.3, 0.5, 0.7]), pd.Series([0.0] * 4), 0.95)
+    lo, hi = stats.t.interval(0.95, 3, loc=0.4, scale=stats.sem([0.1, 0.3, 0.5, 0.7]))
+    assert (sym["ci_low"], sym["ci_high"]) == pytest.approx((lo, hi))
     assert eff["cohens_dz"] == pytest.approx(d.mean() / d.std(ddof=1))
     assert eff["n_seeds"] == 6
 
@@ -234,17 +239,20 @@ def _jitter(band16, band256, ghost256, ratio_mu, conv=False, deep=(5.0, 5.0, 5.0
 
 
 def test_jitter_and_proposition2_claims_from_the_data():
-    df = _jitter([0.8, 0.9, 0.85], [0.2, 0.25, 0.3], [0.5, 0.6, 0.55], [1.01, 0.98, 1.02])
+    # per-seed log ratios without skew (3 seeds: a skewed sample's interval is far wider)
+    bn = list(np.array([0.2, 0.25, 0.3]) * np.exp([1.3, 1.2, 1.1]))
+    ghost = list(np.array([0.2, 0.25, 0.3]) * np.exp([0.9, 0.8, 0.7]))
+    df = _jitter(bn, [0.2, 0.25, 0.3], ghost, [1.01, 0.99, 1.0])
     ledger = claims.evaluate({"bn_jitter": df})
     by = ledger.set_index(["claim_id", "norm"])
     assert by.loc[("jitter_batch", "batchnorm"), "verdict"] == "supported"
     assert by.loc[("jitter_batch", "batchnorm"), "effect"] == pytest.approx(
-        np.mean(np.log(np.array([0.8, 0.9, 0.85]) / [0.2, 0.25, 0.3])))
+        np.mean(np.log(np.array(bn) / [0.2, 0.25, 0.3])))
     assert by.loc[("jitter_ghost", "ghost_batchnorm"), "effect"] == pytest.approx(
-        np.mean(np.log(np.array([0.5, 0.6, 0.55]) / [0.2, 0.25, 0.3])))
+        np.mean(np.log(np.array(ghost) / [0.2, 0.25, 0.3])))
     assert by.loc[("jitter_ghost", "ghost_batchnorm"), "verdict"] == "supported"
     assert by.loc[("prop2_mu", "batchnorm"), "value"] == pytest.approx(
-        np.mean(np.log([1.01, 0.98, 1.02])))  # layer 2's ratio of 5 is not used
+        np.mean(np.log([1.01, 0.99, 1.0])))  # layer 2's ratio of 5 is not used
     assert by.loc[("prop2_mu", "batchnorm"), "verdict"] == "supported"
     # the data against the paper: no batch-size effect, and a variance 50% off the formula
     flat = _jitter([0.2, 0.3, 0.25], [0.25, 0.2, 0.3], [0.1, 0.1, 0.12], [1.5, 1.6, 1.55])
@@ -258,7 +266,7 @@ def test_jitter_and_proposition2_claims_from_the_data():
 
 
 def test_proposition2_first_layer_is_a_check_and_deeper_layers_beyond_the_paper():
-    df = _jitter([0.8, 0.9, 0.85], [0.2, 0.25, 0.3], [0.5, 0.6, 0.55], [1.01, 0.98, 1.02],
+    df = _jitter([0.8, 0.9, 0.85], [0.2, 0.25, 0.3], [0.5, 0.6, 0.55], [1.01, 0.99, 1.0],
                  deep=(1.6, 1.5, 1.7))
     by = claims.evaluate({"bn_jitter": df}).set_index(["claim_id", "norm"])
     first, deep = by.loc[("prop2_mu", "batchnorm")], by.loc[("prop2_deep_mu", "batchnorm")]
@@ -268,7 +276,7 @@ def test_proposition2_first_layer_is_a_check_and_deeper_layers_beyond_the_paper(
     assert "beyond the paper" in deep["claim"]
     assert deep["effect"] == pytest.approx(np.mean(np.log([1.6, 1.5, 1.7])))
     ok = claims.evaluate({"bn_jitter": _jitter([0.8] * 3, [0.2] * 3, [0.5] * 3, [1.0] * 3,
-                                               deep=(1.02, 0.99, 1.01))})
+                                               deep=(1.01, 0.99, 1.0))})
     ok = ok.set_index(["claim_id", "norm"])
     assert ok.loc[("prop2_deep_sigma2", "batchnorm"), "verdict"] == "supported"
 

@@ -73,11 +73,14 @@ def test_every_measured_row_has_its_power_from_the_paired_differences():
 @pytest.mark.parametrize("rule", rules.RULES)
 def test_a_rule_p_value_is_below_alpha_exactly_when_the_interval_decides(rule):
     rng = np.random.default_rng(3)
-    for _ in range(300):
+    for i in range(400):  # normal differences, and skewed ones (the interval's correction)
         n, margin = int(rng.integers(2, 12)), float(rng.uniform(0.05, 0.5))
         d = rng.normal(rng.normal(0, 0.5), rng.uniform(0.05, 1.0), n)
+        if i % 2:
+            d = rng.normal(0, 0.3) + rng.choice([-1, 1]) * rng.lognormal(-1.0, 1.0, n)
         eff = rules.paired_effect(pd.Series(d), pd.Series(np.zeros(n)), LEVEL)
-        p = multiplicity.rule_p_value(rule, eff["effect"], eff["effect_sd"], n, margin)
+        p = multiplicity.rule_p_value(rule, eff["effect"], eff["effect_sd"], n, margin,
+                                      eff["effect_skew"])
         decided = rules.verdict(rule, eff["ci_low"], eff["ci_high"], margin) != "inconclusive"
         assert (p < 1 - LEVEL) == decided, (rule, d, margin, p)
 

@@ -48,7 +48,7 @@ def _row(exp, claim, effect, sd, n):
 
 
 def test_only_experiments_with_an_undecided_claim_continue():
-    p = Policy((3, 6, 12, 24))
+    p = Policy((3, 6, 12, 24), "equal")
     ledger = pd.DataFrame([
         _row("decided", "loss", -5.0, 0.1, 3),       # clears even the split level at 3 seeds
         _row("open", "loss", -5.0, 0.1, 3),
@@ -93,15 +93,16 @@ def test_rows_over_a_replicated_experiment_are_read_at_their_looks_level():
 
     table = _ics([5e-3, 4.2e-3, 5.9e-3, 5.1e-3], [5e-3, 4e-3, 6e-3, 5e-3])
     fixed = claims.evaluate({"ics": table}).set_index("claim_id").loc["ics_grad"]
-    levels = sq.interval_levels({"e": {"rounds": [4, 8, 16]}}, {"e": 4})
+    levels = sq.interval_levels({"e": {"rounds": [4, 8, 16], "spending": "equal"}}, {"e": 4})
     assert levels == {"e": pytest.approx(1 - 0.05 / 3)}
     seq = claims.evaluate({"ics": table}, levels=levels).set_index("claim_id").loc["ics_grad"]
     assert fixed["interval_level"] == 0.95 and seq["interval_level"] == pytest.approx(levels["e"])
     assert seq["ci_low"] < fixed["ci_low"] and seq["ci_high"] > fixed["ci_high"]
     assert seq["effect"] == fixed["effect"]
     assert seq["p_value"] == pytest.approx(min(1.0, 3 * fixed["p_value"]))
-    half = sq.t_half_width(seq["effect_sd"], 4, levels["e"])
-    assert seq["ci_high"] - seq["effect"] == pytest.approx(half)
+    from bnstudy.claims import skew
+    assert (seq["ci_low"], seq["ci_high"]) == pytest.approx(skew.bounds(
+        seq["effect"], seq["effect_sd"], seq["effect_skew"], 4, levels["e"]))
     # the verdict follows the look's interval (rules.verdict), not the fixed one
     from bnstudy.claims.rules import verdict
     assert seq["verdict"] == verdict("no_less", seq["ci_low"], seq["ci_high"], np.log(1.25))

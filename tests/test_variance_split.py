@@ -56,6 +56,28 @@ def test_a_fixed_within_run_factor_is_not_counted_as_noise():
     assert fixed["between_var"] == pytest.approx(1.0, rel=0.2)
 
 
+def test_checkpoints_are_not_replicates_the_advice_is_probes_per_checkpoint():
+    """Rows at fixed checkpoints dominate a run's noise here, but more checkpoints would change
+    the quantity: the advice is more probes per checkpoint (the old advice: 'more within-run
+    samples', read in the report as 'more checkpoints')."""
+    from bnstudy.report import variance as report_variance
+
+    rng = np.random.default_rng(6)
+    df = _rows(rng, 400, 4, 0.2, 2.0, step_effect=np.array([0.0, 1.0, 2.0, 3.0]))
+    fixed = cv.anova_split(df, "value", within=["step"]).iloc[0]
+    assert fixed["within_share"] > 0.5
+    assert fixed["advice"] == "more probes per step"
+    assert cv.anova_split(df, "value").iloc[0]["advice"] == "more within-run samples"
+    sm = df.assign(loss_max=np.exp(df["value"]) + 1.0, loss_min=1.0, loss=1.0,
+                   grad_pred_max=np.exp(df["value"]), grad_norm=1.0,
+                   beta_eff=np.exp(df["value"]))
+    split = cv.split_measure("smoothness", sm)
+    assert set(split["advice"]) <= {"more seeds", "more probes per step"}
+    shown = report_variance.rows({"smoothness": sm.drop(columns="value")})
+    advice = " ".join(shown["lower the within-run part with"])
+    assert "n_probes" in advice and "not more checkpoints" in advice
+
+
 def test_summary_split_from_means_sds_and_counts():
     rng = np.random.default_rng(3)
     runs, n_points, between_sd, within_sd = 1500, 20, 0.7, 3.0

@@ -5,10 +5,11 @@ A study's ledger is a family of 20-40 intervals, each read at level ``1 - alpha`
 Each measured row gets the p-value of its own rule's decision (:func:`rule_p_value`), chosen so
 that the per-row verdict is decisive exactly when ``p < alpha``:
 
-- ``less`` / ``more``: the two one-sided paired t-tests of the mean effect against 0, one per
-  decisive verdict (``supported``: the interval lies below 0 for ``less``; ``not supported``: it
-  lies above), each at ``alpha / 2`` as the two-sided interval implies; the row's p-value is
-  ``2 min(p_supported, p_not_supported)`` (the two-sided t-test against 0);
+- ``less`` / ``more``: the two one-sided tests of the mean effect against 0 that the row's
+  interval implies (:func:`bnstudy.claims.skew.one_sided_p`: the larger of the paired t-test's
+  and Hall's skewness-corrected one's), one per decisive verdict (``supported``: the interval
+  lies below 0 for ``less``; ``not supported``: it lies above), each at ``alpha / 2`` as the
+  two-sided interval implies; the row's p-value is ``2 min(p_supported, p_not_supported)``;
 - ``no_less`` / ``no_more``: the same against the margin point ``-margin`` / ``+margin``;
 - ``equivalent``: TOST for ``supported`` (``p_supported = max`` of the one-sided tests that
   the mean exceeds ``-margin`` and lies below ``+margin``) and the one-sided test beyond the
@@ -34,38 +35,32 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from bnstudy import lazy
+from bnstudy.claims import skew as sk
 
 multitest = lazy.module("statsmodels.stats.multitest")  # imported on first use
 
 FAMILY_EXCLUDED_ROLES = ("implementation check",)
 
 
-def _one_sided(effect: float, sd: float, n: int, c: float) -> tuple[float, float]:
-    """(p that the mean is below ``c``, p that it is above ``c``) from the paired t statistic."""
-    if effect == c:
-        return 1.0, 1.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = (effect - c) / (sd / np.sqrt(n))
-    return float(stats.t.cdf(t, n - 1)), float(stats.t.sf(t, n - 1))
-
-
-def rule_p_value(rule: str, effect: float, sd: float, n: int, margin: float) -> float:
+def rule_p_value(rule: str, effect: float, sd: float, n: int, margin: float,
+                 skew: float = 0.0) -> float:
     """The p-value of ``rule``'s decision on a paired effect with mean ``effect``, standard
-    deviation ``sd`` over ``n`` seeds: the verdict at level ``1 - alpha`` is decisive iff it is
-    below ``alpha``. NaN with fewer than two seeds or a non-finite mean or spread."""
+    deviation ``sd`` and sample skewness ``skew`` over ``n`` seeds: the verdict at level
+    ``1 - alpha`` is decisive iff it is below ``alpha``. NaN with fewer than two seeds or a
+    non-finite mean or spread."""
     if n is None or pd.isna(n) or n < 2 or not (np.isfinite(effect) and np.isfinite(sd)):
         return float("nan")
     n = int(n)
+    g = float(skew) if skew is not None and np.isfinite(skew) else 0.0
     if rule in ("less", "more", "no_less", "no_more"):
         c = {"less": 0.0, "more": 0.0, "no_less": -margin, "no_more": margin}[rule]
-        below, above = _one_sided(effect, sd, n, c)
+        below, above = sk.one_sided_p(float(effect), float(sd), g, n, c)
         return min(1.0, 2.0 * min(below, above))
     if rule == "equivalent":
-        below_lo, above_lo = _one_sided(effect, sd, n, -margin)
-        below_hi, above_hi = _one_sided(effect, sd, n, margin)
+        below_lo, above_lo = sk.one_sided_p(float(effect), float(sd), g, n, -margin)
+        below_hi, above_hi = sk.one_sided_p(float(effect), float(sd), g, n, margin)
         p_supported = max(above_lo, below_hi)  # TOST
         p_not = min(below_lo, above_hi)
         return min(1.0, 2.0 * min(p_supported, p_not))
@@ -82,7 +77,7 @@ def adjust(ledger: pd.DataFrame, level: float, rules: dict[str, tuple[str, float
         rule = rules.get(r["claim_id"])
         p.append(float("nan") if rule is None or "effect" not in r else
                  rule_p_value(rule[0], r.get("effect", np.nan), r.get("effect_sd", np.nan),
-                              r.get("n_seeds", np.nan), rule[1]))
+                              r.get("n_seeds", np.nan), rule[1], r.get("effect_skew", 0.0)))
     if "interval_level" in out:  # sequential looks: p scaled by alpha / alpha_k
         own = pd.to_numeric(out["interval_level"], errors="coerce").fillna(level).to_numpy()
         p = np.minimum(1.0, np.asarray(p, dtype=float) * alpha / np.maximum(1.0 - own, 1e-300))

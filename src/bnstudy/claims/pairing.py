@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bnstudy.claims import words
+from bnstudy.claims import skew, words
 from bnstudy.claims.contrast import Contrast, pairs
 from bnstudy.claims.rules import paired_effect, verdict
+from bnstudy.claims.sequential import row_look
 
 IDS = ["experiment", "dataset", "model"]
 
@@ -20,21 +21,36 @@ IDS = ["experiment", "dataset", "model"]
 @dataclass(frozen=True)
 class Levels:
     """The level of a row's interval: ``base`` (the study's ``ci``), or, for a row whose runs
-    come from an experiment that added seeds in replication rounds, that experiment's stopping
-    look's level ``1 - alpha_k`` (higher: a wider interval;
-    :func:`bnstudy.claims.sequential.interval_levels`). A row over several experiments takes
-    the highest of theirs."""
+    come from an experiment that added seeds in replication rounds, the level ``1 - alpha_k`` of
+    the look the row's own seeds were taken at (:func:`bnstudy.claims.sequential.row_look` of
+    its paired seeds: a row whose arms stopped at look 1 while other arms of the experiment went
+    on is read at look 1's level, not the experiment's last). ``by_experiment`` holds each
+    experiment's stopping look's level, ``looks`` its planned rounds and every look's level up
+    to the stopping one (:func:`bnstudy.claims.sequential.interval_levels`). A row over several
+    experiments takes the highest of theirs."""
 
     base: float = 0.95
     by_experiment: tuple[tuple[str, float], ...] = ()
+    looks: tuple[tuple[str, tuple[int, ...], tuple[float, ...]], ...] = ()
 
     @classmethod
     def of(cls, base: float, by_experiment: dict | None = None) -> Levels:
-        return cls(float(base), tuple(sorted((by_experiment or {}).items())))
+        looks = getattr(by_experiment, "looks", {})
+        return cls(float(base), tuple(sorted((by_experiment or {}).items())),
+                   tuple((e, tuple(r), tuple(lv)) for e, (r, lv) in sorted(looks.items())))
 
-    def at(self, experiments) -> float:
-        own = dict(self.by_experiment)
-        return max([self.base, *(own[e] for e in map(str, experiments) if e in own)])
+    def at(self, experiments, n_seeds: int | None = None) -> float:
+        """The level of a row over ``experiments``' runs with ``n_seeds`` paired seeds (None:
+        each experiment's stopping look)."""
+        own, plans = dict(self.by_experiment), {e: (r, lv) for e, r, lv in self.looks}
+        out = [self.base]
+        for e in map(str, experiments):
+            if e in plans and n_seeds is not None:
+                rounds, levels = plans[e]
+                out.append(levels[min(row_look(rounds, n_seeds), len(levels) - 1)])
+            elif e in own:
+                out.append(own[e])
+        return max(out)
 
 
 @dataclass(frozen=True)
@@ -57,13 +73,31 @@ class Claim:
     what: str = ""
     scale: str = "log"
     versus: str = ""
+    # the paper's setting(s) the claim was made in (claims/protocols.py); a row's experiment is
+    # compared with the one that matches it (claims/deviations.py)
+    protocol: tuple = ()
 
 
-def measured_row(base: dict, c: Claim, level: float, arm: pd.Series, against: pd.Series,
-                 **where) -> dict:
+def paired_seeds(arm: pd.Series, against: pd.Series) -> int:
+    """The seeds both sides ran (failed runs included): the count that fixes a row's look."""
+    return len(arm.index.intersection(against.index))
+
+
+def measured_row(base: dict, c: Claim, level: float | Levels, arm: pd.Series,
+                 against: pd.Series, runs_of=(), **where) -> dict:
     """A measured ledger row: the paired effect of ``arm`` against ``against`` (per seed), its
-    interval at ``level`` (``interval_level``)."""
+    interval at ``level`` (``interval_level``; a :class:`Levels` gives the level of the look of
+    the row's paired seeds over the experiments ``runs_of``), the differences' skewness
+    (``effect_skew``) and whether it is beyond normal differences' (``skew_flag``)."""
+    if isinstance(level, Levels):
+        level = level.at(runs_of, paired_seeds(arm, against))
     eff = paired_effect(arm, against, level)
+    flag = bool(eff["n_seeds"] >= 3 and skew.skew_flag(eff["effect_skew"], eff["n_seeds"]))
+    note = "" if eff["n_seeds"] >= 2 else "fewer than 2 paired seeds"
+    if flag:
+        note = (f"paired differences skewed (skewness {eff['effect_skew']:.2g} at "
+                f"{eff['n_seeds']} seeds, beyond normal's ±{skew.skew_limit(eff['n_seeds']):.2g})"
+                f": the interval rests on its skewness correction")
     sides = {"scale": c.scale, "what": c.what, "norm": where.get("norm", ""),
              "baseline": c.versus or c.baseline}
     return {**base, **where, "value": float(arm.mean()), "baseline_value": float(against.mean()),
@@ -71,8 +105,7 @@ def measured_row(base: dict, c: Claim, level: float, arm: pd.Series, against: pd
             "in_words": words.effect_words(eff["effect"], eff["ci_low"], eff["ci_high"],
                                            **sides),
             "verdict_means": words.rule_words(c.rule, c.margin, **sides),
-            "note": "" if eff["n_seeds"] >= 2 else "fewer than 2 paired seeds",
-            "interval_level": float(level)}
+            "note": note, "skew_flag": flag, "interval_level": float(level)}
 
 
 def _pair_values(c: Claim, df: pd.DataFrame, values: pd.Series):
@@ -107,7 +140,7 @@ def norm_rows(c: Claim, base: dict, df: pd.DataFrame, values: pd.Series,
         if norm not in by_norm or (c.baseline is not None and c.baseline not in by_norm):
             continue
         against = 0.0 * by_norm[norm] if c.baseline is None else by_norm[c.baseline]
-        rows.append(measured_row(base, c, levels.at(runs_of), by_norm[norm], against,
+        rows.append(measured_row(base, c, levels, by_norm[norm], against, runs_of,
                                  experiment=exp,
                                  dataset=ds, model=model, norm=norm,
                                  curve=c.curve(df, norm, exp) if c.curve else ""))
@@ -120,10 +153,9 @@ def contrast_rows(c: Claim, base: dict, df: pd.DataFrame, values: pd.Series,
     found = pairs(c.contrast, values, df, c.norms)
     if isinstance(found, str):
         return found
-    return [measured_row({**base, "baseline": p.baseline}, c,
-                         levels.at([p.experiment, p.baseline]), p.arm_values,
-                         p.base_values, experiment=p.experiment, dataset=p.dataset,
-                         model=p.model, norm=p.norm)
+    return [measured_row({**base, "baseline": p.baseline}, c, levels, p.arm_values,
+                         p.base_values, [p.experiment, p.baseline], experiment=p.experiment,
+                         dataset=p.dataset, model=p.model, norm=p.norm)
             for p in found]
 
 

@@ -1,8 +1,9 @@
 """The ledger's verdict rules and the paired effect they are applied to.
 
 The effect of a claim is paired by seed: for each seed, the claim's per-run quantity of the arm
-minus the baseline's (:func:`paired_effect`); the ledger reports its mean, the Student-t
-confidence interval over seeds, and Cohen's d_z. The verdict comes from the interval alone
+minus the baseline's (:func:`paired_effect`); the ledger reports its mean, its confidence interval
+over seeds (the Student-t interval widened for skewed differences, :mod:`bnstudy.claims.skew`),
+the differences' sample skewness and Cohen's d_z. The verdict comes from the interval alone
 (:func:`verdict`):
 
 - ``less`` ("X reduces Y"): supported if the CI lies below 0, not supported if it lies above 0;
@@ -22,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bnstudy.tables.intervals import t_half_width
+from bnstudy.claims import skew
 
 RULES = ("less", "more", "no_less", "no_more", "equivalent")
 
@@ -55,17 +56,18 @@ def verdict(rule: str, lo: float, hi: float, margin: float) -> str:
 
 
 def paired_effect(a: pd.Series, b: pd.Series, level: float) -> dict:
-    """Mean, CI, d_z and standard deviation (``effect_sd``) of a - b over the seeds both have
+    """Mean, interval (:func:`bnstudy.claims.skew.bounds`), d_z, standard deviation
+    (``effect_sd``) and sample skewness (``effect_skew``) of a - b over the seeds both have
     (finite values only)."""
     diff = (a - b).dropna()
     diff = diff[np.isfinite(diff)]
     n = len(diff)
     out = {"effect": float(diff.mean()) if n else np.nan, "ci_low": np.nan, "ci_high": np.nan,
-           "cohens_dz": np.nan, "effect_sd": np.nan, "n_seeds": n}
+           "cohens_dz": np.nan, "effect_sd": np.nan, "effect_skew": np.nan, "n_seeds": n}
     if n >= 2:
-        sd = float(diff.std(ddof=1))
-        half = t_half_width(sd, n, level)
-        out.update(ci_low=out["effect"] - half, ci_high=out["effect"] + half, effect_sd=sd,
+        sd, g = float(diff.std(ddof=1)), skew.sample_skew(diff)
+        lo, hi = skew.bounds(out["effect"], sd, g, n, level)
+        out.update(ci_low=lo, ci_high=hi, effect_sd=sd, effect_skew=g,
                    cohens_dz=(out["effect"] / sd if sd > 0 else np.inf * np.sign(out["effect"])
                               if out["effect"] != 0 else np.nan))
     return out

@@ -12,9 +12,11 @@ from the rows, per cell (experiment, dataset, model, normalizer): ``within_var =
 Rows that differ systematically within every run (checkpoints at the same steps, layers) are a
 fixed factor, not noise: name it in ``within`` and its main effect is removed first (the
 two-way mixed model without replication, runs random and that factor fixed; the residual is the
-run-by-factor interaction and its degrees of freedom are reduced by the factor's levels). Raising
-``m`` there means more such rows (more checkpoints), which changes what is averaged; the split
-says how much it would help.
+run-by-factor interaction and its degrees of freedom are reduced by the factor's levels). Such
+rows are not replicates: more checkpoints or layers would change the quantity averaged, not its
+precision. What can lower that part is a less noisy value at each row (more probes per
+checkpoint, a larger probe batch), which reduces the probe noise inside the interaction, or more
+seeds; the advice says so (``more probes per <factor>``) instead of "more within-run samples".
 
 :func:`summary_split` does the same from per-row summaries (a mean, its within-row standard
 deviation and sample count, as the partition-density table gives per point set: ``boundaries``,
@@ -24,7 +26,8 @@ between part is what the spread of the values over seeds leaves above it.
 Both return one row per cell with ``n_runs``, ``m`` (within-run samples per run), ``between_var``,
 ``within_var``, ``within_var_of_mean`` (``within_var / m``), ``within_share`` (its fraction of
 the per-run variance) and ``advice`` (``more seeds`` when the between part dominates, ``more
-within-run samples`` otherwise). :func:`split_measure` applies them to a measure's table.
+within-run samples`` otherwise, or ``more probes per <factor>`` where the rows are levels of a
+fixed factor). :func:`split_measure` applies them to a measure's table.
 """
 
 from __future__ import annotations
@@ -38,12 +41,22 @@ COLUMNS = ["quantity", *CELL, "n_runs", "m", "between_var", "within_var", "withi
            "within_share", "advice"]
 
 
-def _finish(rows: list[dict]) -> pd.DataFrame:
+WITHIN_SAMPLES = "more within-run samples"
+
+
+def within_advice(within: list[str]) -> str:
+    """The advice where the within-run part dominates: more within-run samples when the rows are
+    replicates, more probes per level when they are a fixed factor's levels (checkpoints)."""
+    return f"more probes per {' x '.join(within)}" if within else WITHIN_SAMPLES
+
+
+def _finish(rows: list[dict], within: list[str] | None = None) -> pd.DataFrame:
     out = pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "quantity"])
     total = out["between_var"] + out["within_var_of_mean"]
     with np.errstate(divide="ignore", invalid="ignore"):
         out["within_share"] = np.where(total > 0, out["within_var_of_mean"] / total, np.nan)
-    out["advice"] = np.where(out["within_share"] > 0.5, "more within-run samples", "more seeds")
+    out["advice"] = np.where(out["within_share"] > 0.5, within_advice(list(within or [])),
+                             "more seeds")
     out.loc[out["within_share"].isna(), "advice"] = "no spread"
     return out
 
@@ -84,7 +97,7 @@ def anova_split(df: pd.DataFrame, value: str, within: list[str] | None = None,
         rows.append({**dict(zip(cell_keys, cell, strict=True)), "n_runs": a, "m": m,
                      "between_var": max(0.0, (msb - msw) / n0), "within_var": msw,
                      "within_var_of_mean": msw / m})
-    return _finish(rows)
+    return _finish(rows, within)
 
 
 def summary_split(df: pd.DataFrame, mean: str, sd: str, count: str,

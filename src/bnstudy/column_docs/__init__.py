@@ -37,7 +37,8 @@ OTHER = study_columns.OTHER
 # the type the code writes for the undeclared columns that are not floats
 WRITTEN = {"in_words": columns.STRING, "verdict_means": columns.STRING,
            "next_norms": columns.STRING, "row_experiment": columns.STRING,
-           "round": columns.INTEGER, "look": columns.INTEGER, "continue": columns.BOOLEAN}
+           "round": columns.INTEGER, "look": columns.INTEGER, "continue": columns.BOOLEAN,
+           "skew_flag": columns.BOOLEAN}
 STUDY_TABLES = ("dannemann", "claims", "replication")
 
 

@@ -106,19 +106,29 @@ COLUMNS = {
         "baseline_value": "mean over seeds of the baseline's per-run quantity (0: one-sample)",
         "effect": "mean over seeds of the paired effect, arm - baseline, in the quantity's "
                   "scale (dannemann: ||grad C^(W*)||)",
-        "ci_low": "lower end of the effect's Student-t interval at `interval_level`",
-        "ci_high": "upper end of the effect's Student-t interval at `interval_level`",
+        "ci_low": "lower end of the effect's interval at `interval_level` (Student-t, widened "
+                  "for skewed differences: bnstudy.claims.skew)",
+        "ci_high": "upper end of the effect's interval at `interval_level` (Student-t, widened "
+                   "for skewed differences: bnstudy.claims.skew)",
         "cohens_dz": "Cohen's d_z: effect / effect_sd",
         "effect_sd": "standard deviation of the paired effects over seeds (ddof 1)",
+        "effect_skew": "sample skewness of the paired effects over seeds (m3 / m2^1.5)",
+        "skew_flag": "whether effect_skew is beyond what normal differences give at 95% "
+                     "(the verdict then rests on the interval's skewness correction)",
         "n_seeds": "seeds with a finite paired effect (count)",
         "in_words": "the effect and its interval as a sentence",
         "verdict_means": "what `supported` and `not supported` mean for this row",
-        "interval_level": "level of the row's interval: the study's `ci`, or a replicated "
-                          "experiment's stopping look's 1 - alpha_k",
-        "seeds_needed": "seeds for 80% power at the observed effect and spread (inf on the "
-                        "rule's boundary)",
+        "interval_level": "level of the row's interval: the study's `ci`, or, over a replicated "
+                          "experiment, 1 - alpha_k of the look its paired seeds were taken at",
+        "power_level": "level the power columns use: interval_level after Holm's step at the "
+                       "row's rank, 1 - alpha_k / (m - j + 1)",
+        "seeds_needed": "seeds for 80% power at the observed effect and spread, at "
+                        "power_level (inf on the rule's boundary)",
+        "seeds_needed_low": "seeds_needed at the upper end of the 90% interval of d_z",
+        "seeds_needed_high": "seeds_needed at the lower end of the 90% interval of d_z (inf "
+                             "where it reaches the boundary)",
         "detectable_effect": "smallest distance from the rule's boundary the seeds resolve "
-                             "with 80% power (the effect's units)",
+                             "with 80% power at power_level (the effect's units)",
         "p_value": "p-value of the rule's decision (scaled by alpha / alpha_k at a sequential "
                    "look)",
         "p_adjusted": "Holm-adjusted p-value over the study's measured test rows",

@@ -28,7 +28,7 @@ KEYS = ("start", "max", "rounds", "spending")
 @dataclass(frozen=True)
 class Policy:
     rounds: tuple[int, ...]
-    spending: str = "equal"
+    spending: str = sequential.DEFAULT_SPENDING
 
     @classmethod
     def parse(cls, d: dict, where: str = "replication") -> Policy:
@@ -57,7 +57,7 @@ class Policy:
             rounds = sequential.check_rounds(rounds)
         except ValueError as e:
             raise ValueError(f"{where}: {e}") from None
-        spending = d.get("spending", "equal")
+        spending = d.get("spending", sequential.DEFAULT_SPENDING)
         if spending not in sequential.SPENDING:
             raise ValueError(f"{where}: unknown spending {spending!r}; "
                              f"valid: {', '.join(sequential.SPENDING)}")
@@ -105,7 +105,8 @@ def continuing(ledger: pd.DataFrame, rules: dict[str, tuple[str, float]],
         for _, r in rows.iterrows():
             rule, margin = rules[r["claim_id"]]
             d = sequential.decide_summary(rule, r["effect"], r["effect_sd"], int(r["n_seeds"]),
-                                          policy.rounds, look, margin, level, policy.spending)
+                                          policy.rounds, look, margin, level, policy.spending,
+                                          r.get("effect_skew", 0.0))
             open_ |= not d.stop
         out[exp] = open_
     return out

@@ -3,10 +3,12 @@
 For each measure whose per-run values the ledger reads (smoothness, ics, partition density:
 :func:`bnstudy.claims.variance.split_measure`), one row per experiment and normalizer: how many
 of its quantities are dominated by the spread between seeds (``more seeds`` would help) and how
-many by the within-run sample (raising the measure's probes, points or checkpoints would help,
-without training more runs), and the median share of the within-run part in the variance of a
-run's value. A user deciding how to spend compute reads it next to the ledger's
-``seeds_needed``.
+many by the within-run part, and the median share of the within-run part in the variance of a
+run's value. The within-run part is lowered by more *replicates* within a run: probes per
+checkpoint (smoothness, ICS) or points (partition density), or by more seeds. Checkpoints and
+layers are not replicates (each is a different quantity, averaged by design), so the table never
+advises more of them: that would change what is measured, not its precision. A user deciding
+how to spend compute reads it next to the ledger's ``seeds_needed`` range.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import pandas as pd
 from bnstudy.claims import variance
 
 MEASURES = ("smoothness", "ics", "partition_density")
-# what a run's within-run sample is, per measure (the rows its value averages; a fixed factor's
-# levels are not noise: bnstudy.claims.variance)
-OPTION = {"smoothness": "checkpoints (the training's checkpoints list)",
-          "ics": "checkpoints x layers (the training's checkpoints list)",
+# what lowers a run's within-run part, per measure: replicates inside the run, never checkpoints
+# or layers (a fixed factor's levels: bnstudy.claims.variance)
+OPTION = {"smoothness": "probes per checkpoint (smoothness.n_probes), or seeds; not more "
+                        "checkpoints (they change the quantity)",
+          "ics": "probe batch per checkpoint and layer (ics.probe_size), or seeds; not more "
+                 "checkpoints or layers (they change the quantity)",
           "partition_density": "points (partition_density.n_points)"}
 
 
@@ -47,5 +51,5 @@ def rows(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
                          "quantities": len(g), "more seeds": seeds,
                          "more within-run samples": len(g) - seeds,
                          "median within-run share": f"{g['within_share'].median():.0%}",
-                         "within-run sample": OPTION[m]})
+                         "lower the within-run part with": OPTION[m]})
     return pd.DataFrame(out)
