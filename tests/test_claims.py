@@ -83,7 +83,7 @@ def test_every_ledger_claim_can_return_each_verdict(monkeypatch, claim, verdict)
         k = claim.contrast
         idx = [(e, "d", "m", norm, s) for e in ("arm", "base") for s in seeds]
         vals = list(1.0 + eff) + [1.0] * len(eff)
-        sides = {"arm": 2.0, "base": 1.0}  # the largest and the smallest value
+        sides = {"arm": k.value, "base": k.baseline}  # the values the contrast names
         table = pd.DataFrame([{"experiment": e, "dataset": "d", "model": "m", "norm": norm,
                                "seed": s, k.column: sides[e], **dict.fromkeys(k.match, 0),
                                **k.where} for e in sides for s in seeds])
@@ -292,29 +292,40 @@ def test_proposition2_deep_rows_leave_out_a_linear_net():
 
 
 def _luo(rel, rel_main, wn_rel):
-    """A teacher_student table at alpha = 2: BN (M = 32) and WN + gamma decay, three draws."""
+    """A teacher_student table at alpha = 2: BN (M = 32), the paper's variance-only BN student
+    (M = 32) and WN + gamma decay (full batch), three draws, as the measure writes them."""
     rows = []
     for d in range(3):
-        common = {"dataset": f"ts{d}", "model": "unit", "seed": 0, "step": 100, "alpha": 2.0}
+        common = {"dataset": f"ts{d}", "model": "unit", "seed": 0, "step": 100, "alpha": 2.0,
+                  "N": 400, "P": 800, "S": 0.25, "lr": 0.1}
         rows.append({**common, "experiment": f"a2_d{d}_sgd", "norm": "batchnorm",
-                     "batch_size": 32, "zeta": 3 / 64, "zeta_main": 1 / 64,
-                     "convention": "paper", "rel_error": rel[d], "rel_error_main": rel_main[d]})
+                     "batch_size": 32, "zeta": 3 / 64, "zeta_main": 1 / 64, "curve": "shrinkage",
+                     "convention": None, "rel_error": rel[d], "rel_error_main": 0.3})
+        rows.append({**common, "experiment": f"a2_d{d}_sgd", "norm": "weightnorm_varonly_bn",
+                     "batch_size": 32, "zeta": 1 / 64, "zeta_main": 1 / 64, "curve": "shrinkage",
+                     "convention": None, "rel_error": rel_main[d], "rel_error_main": rel_main[d]})
         rows.append({**common, "experiment": f"a2_d{d}_wn", "norm": "weightnorm_gamma_decay",
-                     "batch_size": 64, "zeta": 1 / 64, "zeta_main": np.nan,
-                     "convention": "loss", "rel_error": wn_rel[d], "rel_error_main": np.nan})
+                     "batch_size": 800, "lr": 0.5, "zeta": 1 / 64, "zeta_main": np.nan,
+                     "curve": "ridge", "convention": "loss", "rel_error": wn_rel[d],
+                     "rel_error_main": np.nan})
     return pd.DataFrame(rows)
 
 
-def test_luo_rows_name_their_curve_and_test_both_bn_constants():
-    df = _luo([0.2, 0.22, 0.21], [0.01, -0.02, 0.02], [0.01, 0.0, -0.01])
+def test_luo_rows_name_their_curve_and_test_luos_own_claim_on_its_bn_student():
+    df = _luo([0.2, 0.22, 0.21], [0.012, -0.008, 0.002], [0.01, 0.0, -0.01])
     by = claims.evaluate({"teacher_student": df}).set_index(["claim_id", "norm"])
-    bn, main = by.loc[("luo_bn", "batchnorm")], by.loc[("luo_bn_main", "batchnorm")]
+    bn, main = by.loc[("luo_bn", "batchnorm")], by.loc[("luo_bn_main", "weightnorm_varonly_bn")]
     assert bn["verdict"] == "not supported" and main["verdict"] == "supported"
-    assert main["effect"] == pytest.approx(np.mean([0.01, -0.02, 0.02]))
-    assert "zeta = 0.04688 = 1.5/M, M = 32, ridge lam = zeta" in bn["curve"]
-    assert "zeta = 0.01562 = 0.5/M, M = 32, ridge lam = zeta" in main["curve"]
+    assert main["effect"] == pytest.approx(np.mean([0.012, -0.008, 0.002]))
+    assert bn["curve"] == "least squares shrunk by 1/(1 + zeta) at zeta = 0.04688 = 1.5/M, M = 32"
+    assert bn["experiment"] == "alpha=2, M=32, lr=0.1, N=400, S=0.25 (pooled)"
+    assert main["curve"] == ("WN + gamma decay closed form (ridge) at zeta = 0.01562 = 0.5/M, "
+                             "M = 32, ridge lam = zeta")
+    assert ("luo_bn_main", "batchnorm") not in by.index  # Luo's claim is about its own student
+    assert by.loc[("luo_bn", "weightnorm_varonly_bn"), "verdict"] == "supported"
     wn = by.loc[("luo_wn", "weightnorm_gamma_decay")]
-    assert "ridge lam = alpha zeta" in wn["curve"] and wn["verdict"] == "supported"
+    assert wn["curve"].endswith("ridge lam = alpha zeta") and wn["verdict"] == "supported"
+    assert wn["experiment"] == "alpha=2, M=full, lr=0.5, N=400, S=0.25 (pooled)"
     assert "alpha zeta" in wn["claim"]
 
 
@@ -357,7 +368,8 @@ def _gen(rows):
                                                                                else 1),
                      "test_accuracy": 1 - loss, "gamma_sq": gamma * (1 + 0.01 * seed),
                      "arch": arch, "train_batch_size": bs, "dropout": drop,
-                     "lr_batch_scaled": scaled} for s in (0, 100)]
+                     "lr_batch_scaled": scaled, "training_schedule": "lr 0.05 x M/128"}
+                    for s in (0, 100)]
     return pd.DataFrame(out)
 
 

@@ -3,17 +3,22 @@ batch size, with vs without dropout).
 
 A normalizer claim pairs two normalizers inside one experiment, seed by seed. A
 :class:`Contrast` pairs two experiments instead: the arm is the runs whose table ``column`` has
-the value ``value``, the baseline those with ``baseline`` (``"largest"`` / ``"smallest"``: the
-extreme value the column takes in the group), where the two sides agree on everything else that
-matters: the dataset, the normalizer and every ``match`` column (e.g. the architecture and the
-dropout rate when the batch size is contrasted). ``where`` keeps only runs whose columns have
-the given values (e.g. runs whose learning rate was scaled with the batch size, Luo's protocol,
-so that an unrelated pair of batch sizes elsewhere in a study is not read as a test of the
-claim). Runs are paired by seed, as in every claim; the row names the arm's experiment and the
-baseline's (``baseline``).
+the value ``value``, the baseline those with ``baseline``, both named in the contrast (the values
+the paper compares, e.g. batch sizes 1024 and 128): a run at any other value is no side of the
+contrast, so adding one (a larger batch, another dropout rate) leaves every row as it was. The
+two sides agree on everything else that matters: the dataset, the normalizer and every ``match``
+column (e.g. the architecture and the dropout rate when the batch size is contrasted; the
+architecture, the batch size and the training schedule, ``training_schedule``, when the dropout
+rate is), so that a row pairs only runs that differ in what the contrast varies. ``where`` keeps
+only runs whose columns have the given values (e.g. runs whose learning rate was scaled with the
+batch size, Luo's protocol, so that an unrelated pair of batch sizes elsewhere in a study is not
+read as a test of the claim). Runs are paired by seed, as in every claim; the row names the
+arm's experiment and the baseline's (``baseline``); an arm experiment with several baseline
+experiments that match it has a row for each.
 
 The columns come from the claim's table, one value per run (the generalization table's ``arch``,
-``dropout``, ``train_batch_size``, ``lr_batch_scaled``; sweep axes are columns too).
+``dropout``, ``train_batch_size``, ``lr_batch_scaled``, ``training_schedule``; sweep axes are
+columns too).
 """
 
 from __future__ import annotations
@@ -23,7 +28,6 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 KEYS = ["experiment", "dataset", "model", "norm", "seed"]
-EXTREMES = ("largest", "smallest")
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,16 @@ class Contrast:
     baseline: object
     match: tuple[str, ...] = ()
     where: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for side in ("value", "baseline"):
+            v = getattr(self, side)
+            if v is None or isinstance(v, str) and v in ("largest", "smallest"):
+                raise ValueError(f"contrast {side}={v!r}: name the {self.column} the paper "
+                                 "compares (a value, not whatever extreme a study has)")
+        if _equal(self.value, self.baseline):
+            raise ValueError(f"contrast {self.column}: value and baseline are both "
+                             f"{self.value!r}; allowed: two different values")
 
     def describe(self) -> str:
         text = f"{self.column} {self.value} vs {self.baseline}"
@@ -54,14 +68,6 @@ class Pair:
     norm: str
     arm_values: pd.Series  # per seed
     base_values: pd.Series  # per seed
-
-
-def _resolve(spec, present: list):
-    if spec == "largest":
-        return max(present)
-    if spec == "smallest":
-        return min(present)
-    return spec
 
 
 def _equal(a, b) -> bool:
@@ -87,12 +93,8 @@ def pairs(contrast: Contrast, values: pd.Series, table: pd.DataFrame,
     df = df[df["norm"].isin(norms) & df[contrast.column].notna()]
     out = []
     for _, g in df.groupby(["dataset", "norm", *contrast.match], dropna=False, observed=True):
-        present = sorted(g[contrast.column].unique())
-        arm_v, base_v = _resolve(contrast.value, present), _resolve(contrast.baseline, present)
-        if _equal(arm_v, base_v):
-            continue
-        arm = g[[_equal(v, arm_v) for v in g[contrast.column]]]
-        base = g[[_equal(v, base_v) for v in g[contrast.column]]]
+        arm = g[[_equal(v, contrast.value) for v in g[contrast.column]]]
+        base = g[[_equal(v, contrast.baseline) for v in g[contrast.column]]]
         for exp, a in arm.groupby("experiment"):
             for bexp, b in base.groupby("experiment"):
                 out.append(Pair(str(exp), str(bexp), str(a["dataset"].iloc[0]),

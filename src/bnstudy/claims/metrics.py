@@ -23,8 +23,11 @@ verdict rules). Each maps a table to one value per (experiment, dataset, model, 
 - :func:`final_train_loss`: ``log`` of the final training loss.
 - :func:`final_log`, :func:`final_percent`: a generalization column at each run's last
   checkpoint, as a log (losses, gamma^2) or a percentage (accuracies).
-- :func:`rel_error`: Luo's ``gen_error / curve - 1`` at the final checkpoint, pooled per load
-  alpha; :func:`luo_curve` names the curve and constant a row is compared with.
+- :func:`rel_error`: Luo's ``gen_error / curve - 1`` at the final checkpoint, pooled over data
+  draws per configuration: the load alpha, the batch size M, the learning rate, N and S (and
+  the model), each of them in the pooled row's name, so that a run of another batch size or
+  learning rate at the same load has a row of its own and leaves this one as it is;
+  :func:`luo_curve` names the curve and constant a row is compared with.
 """
 
 from __future__ import annotations
@@ -122,9 +125,10 @@ def smooth(col: str, per: str | None = None) -> Callable[[pd.DataFrame], pd.Seri
 
 def rel_error(col: str = "rel_error") -> Callable[[pd.DataFrame], pd.Series]:
     """Measured generalization error / closed form - 1 (``col``: ``rel_error`` or
-    ``rel_error_main``) at the final checkpoint of each run, pooled per load alpha (and model):
-    the replicates are every (experiment, seed) pair at that load, since Luo's study draws a new
-    data set per replicate (separate experiments)."""
+    ``rel_error_main``) at the final checkpoint of each run, pooled per configuration
+    (:data:`POOL`, named by :func:`pooled_name`; and model): the replicates are every
+    (experiment, seed) pair of that configuration, since Luo's study draws a new data set per
+    replicate (separate experiments)."""
 
     def metric(df: pd.DataFrame) -> pd.Series:
         d = df[np.isfinite(df[col])] if col in df else df.iloc[0:0]
@@ -132,40 +136,73 @@ def rel_error(col: str = "rel_error") -> Callable[[pd.DataFrame], pd.Series]:
             return pd.Series(dtype=float)
         d = last_rows(d).copy()
         d["replicate"] = d["experiment"].astype(str) + "/" + d["seed"].astype(str)
-        d["experiment"] = _pooled_name(d)
+        d["experiment"] = pooled_name(d)
         d["dataset"] = "teacher_student"
-        d["seed"] = d.groupby(["experiment", "norm"])["replicate"].rank(method="dense")
+        d["seed"] = d.groupby(["experiment", "model", "norm"])["replicate"].rank(method="dense")
         d["seed"] = d["seed"].astype(int)
         return per_run(d, col)
 
     return metric
 
 
-def _pooled_name(d: pd.DataFrame) -> pd.Series:
-    alpha = d["alpha"] if "alpha" in d else pd.Series("?", index=d.index)
-    return "alpha=" + alpha.map("{:g}".format) + " (pooled)"
+# what a pooled Luo row holds fixed: runs that differ in any of these are different rows
+POOL = ("alpha", "batch_size", "lr", "N", "S")
 
 
-def luo_curve(zeta_col: str = "zeta",
-              convention: str | None = None) -> Callable[[pd.DataFrame, str, str], str]:
-    """Names the curve a ledger row (pooled load ``experiment``, ``norm``) is compared with:
-    zeta (value and multiple of 1/M) and the ridge convention, from the table's ``zeta_col``
-    and ``convention`` columns (``convention`` given: that ridge, for the secondary curve of
-    ``rel_error_main``, which is always Luo Fig. 1a's ``lam = zeta``)."""
+def pooled_name(d: pd.DataFrame) -> pd.Series:
+    """The pooled row's name: ``alpha=2, M=32, lr=0.1, N=400, S=0.25 (pooled)`` (``M=full``: full
+    batch, ``M = P``); a column the table lacks reads ``?``."""
+
+    def col(c: str) -> pd.Series:
+        return d[c] if c in d else pd.Series(np.nan, index=d.index)
+
+    def fmt(v) -> str:
+        return "?" if pd.isna(v) else f"{float(v):g}"
+
+    full = (col("batch_size") == col("P")) & col("P").notna()
+    m = [("full" if f else fmt(b)) for f, b in zip(full, col("batch_size"), strict=True)]
+    parts = [col("alpha").map(fmt), pd.Series(m, index=d.index), col("lr").map(fmt),
+             col("N").map(fmt), col("S").map(fmt)]
+    names = ("alpha", "M", "lr", "N", "S")
+    out = pd.Series("", index=d.index, dtype=object)
+    for k, (name, part) in enumerate(zip(names, parts, strict=True)):
+        out = out + ("" if k == 0 else ", ") + name + "=" + part.astype(str)
+    return out + " (pooled)"
+
+
+CURVES = {"sgd": "vanilla SGD closed form (minimum-norm least squares)",
+          "shrinkage": "least squares shrunk by 1/(1 + zeta)",
+          "ridge": "WN + gamma decay closed form (ridge)"}
+
+
+def luo_curve(zeta_col: str = "zeta", convention: str | None = None,
+              curve: str | None = None) -> Callable[[pd.DataFrame, str, str], str]:
+    """Names the curve a ledger row (pooled configuration ``experiment``, ``norm``) is compared
+    with: the kind (the table's ``curve`` column: vanilla SGD, shrunk least squares, ridge), zeta
+    (value and multiple of 1/M) and a ridge's convention, from the table's ``zeta_col`` and
+    ``convention`` columns. ``curve`` and ``convention`` given: that curve and ridge whatever the
+    table's columns say (the secondary curve of ``rel_error_main``, always Luo Fig. 1a's ridge
+    with ``lam = zeta``). A table without a ``curve`` column (written before it existed) reads
+    as a ridge where zeta > 0."""
 
     def describe(df: pd.DataFrame, norm: str, experiment: str) -> str:
-        d = df[(df["norm"] == norm) & (_pooled_name(df) == experiment)]
+        d = df[(df["norm"] == norm) & (pooled_name(df) == experiment)]
         if zeta_col not in d or (d[zeta_col].fillna(0) == 0).all():  # no gamma decay
-            return "vanilla SGD closed form (minimum-norm least squares)"
+            return CURVES["sgd"]
         d = d[d[zeta_col].notna()]
+        d = d.assign(curve=curve or (d["curve"] if "curve" in d else "ridge"))
         if convention is not None:
             d = d.assign(convention=convention)
         parts = []
-        for (z, m, conv), _ in d.groupby([zeta_col, "batch_size", "convention"]):
-            lam = {"paper": "lam = zeta", "loss": "lam = alpha zeta"}.get(conv, str(conv))
+        for (kind, z, m), g in d.groupby(["curve", zeta_col, "batch_size"], dropna=False):
             frac = (f" = {z * m:g}/M, M = {m:g}" if norm not in ("weightnorm_gamma_decay",
                                                                  "population_norm") else "")
-            parts.append(f"zeta = {z:.4g}{frac}, ridge {lam}")
-        return "WN + gamma decay closed form at " + "; ".join(parts)
+            text = f"{CURVES.get(kind, str(kind))} at zeta = {z:.4g}{frac}"
+            conv = g["convention"].dropna().unique() if "convention" in g else []
+            if kind == "ridge" and len(conv):
+                lam = {"paper": "lam = zeta", "loss": "lam = alpha zeta"}
+                text += ", ridge " + "; ".join(lam.get(c, str(c)) for c in conv)
+            parts.append(text)
+        return "; ".join(parts)
 
     return describe

@@ -29,6 +29,8 @@ COLUMNS = {
         "training set's size)",
         "lr_batch_scaled": "whether the learning rate was scaled with the batch "
         "size (`lr_reference_batch`)",
+        "training_schedule": "the run's learning-rate schedule, momentum, weight decay and "
+        "steps in words (equal for runs trained alike)",
         "diverged": "whether the run diverged (its checkpoints stop at the failing "
         "step); its metrics are NaN",
     }

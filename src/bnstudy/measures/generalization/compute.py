@@ -19,7 +19,8 @@ Each row also states what Luo et al. §5 compare runs by, so that runs of differ
 can be set side by side (the claims ledger's cross-experiment contrasts, the batch-size
 figure): ``arch`` and ``dropout`` (the model's), ``train_batch_size`` (the batch the run trained
 with; a full-batch run's is the training-set size), ``lr_batch_scaled`` (whether its learning
-rate was scaled with the batch size, ``lr_reference_batch``) and ``gamma_sq``, the strength of the
+rate was scaled with the batch size, ``lr_reference_batch``), ``training_schedule`` (its
+learning-rate path, momentum, weight decay and steps in words) and ``gamma_sq``, the strength of the
 normalizers' scale at the last checkpoint: the mean over hidden layers whose normalizer has a
 learned per-unit scale gamma (BN and its variants, population norm, WN + gamma decay, the l_p,
 layer and group norms) of the layer's mean gamma^2 (Luo Fig. 2e: weaker regularization from
@@ -81,7 +82,24 @@ def run_covariates(run: dict, data) -> dict:
     model, train = run["spec"].model_config, run["spec"].training
     return {"arch": model.arch, "dropout": float(model.dropout),
             "train_batch_size": train.batch_for(len(data.x_train)),
-            "lr_batch_scaled": train.lr_reference_batch is not None}
+            "lr_batch_scaled": train.lr_reference_batch is not None,
+            "training_schedule": training_schedule(train)}
+
+
+def training_schedule(t) -> str:
+    """The run's learning-rate path and optimizer in words: equal for runs trained alike, so
+    that a contrast pairs only those (bnstudy.claims.contrast)."""
+    parts = [f"lr {t.lr:g}" + (f" x M/{t.lr_reference_batch}" if t.lr_reference_batch else ""),
+             t.lr_schedule]
+    if t.lr_schedule in ("inverse_time", "exponential"):
+        parts.append(f"decay {t.lr_decay:g}")
+    if t.lr_schedule == "step":
+        parts.append(f"x{t.lr_step_factor:g} at {t.lr_milestone_unit}s "
+                     + ",".join(map(str, t.lr_milestones)))
+    if t.warmup_steps:
+        parts.append(f"warm-up {t.warmup_steps}")
+    return ", ".join([*parts, f"momentum {t.momentum:g}", f"weight decay {t.weight_decay:g}",
+                      f"{t.steps} steps"])
 
 
 def diverged_row(stats: str) -> dict:
