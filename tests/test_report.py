@@ -11,7 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bnstudy import io
 from bnstudy.report import build as report
+from bnstudy.report import scale
 
 VOID = {"img", "meta", "br", "hr", "input", "link"}
 IDS = {"experiment": "exp1", "dataset": "toy", "model": "mlp"}
@@ -95,7 +97,7 @@ def built(tmp_path):
     for name, df in (("training", training), ("generalization", gen), ("claims", ledger)):
         p = tmp_path / "tables" / f"{name}.parquet"
         p.parent.mkdir(exist_ok=True)
-        df.to_parquet(p)
+        io.write_table(df, p, {})
         paths.append(str(p))
     figures = []
     for fam in ("training_curves", "generalization_gap"):
@@ -136,7 +138,7 @@ def test_every_image_is_a_captioned_figure_inlined(built):
 
 def test_summary_lists_every_ledger_row(built):
     _, tree, ledger, _ = built
-    summary = next(n for n in walk(tree.root) if n["attrs"].get("id") == "summary")
+    summary = next(n for n in walk(tree.root) if n["attrs"].get("id") == "findings")
     rows = [n["attrs"] for n in walk(summary) if n["tag"] == "tr" and "data-claim" in n["attrs"]]
     measured = ledger[ledger["verdict"] != "not measured"]
     assert [(r["data-claim"], r["data-where"]) for r in rows] == [
@@ -181,24 +183,33 @@ def test_order_puts_sections_by_question():
     assert keys.index("teacher_student") < keys.index("dannemann")
 
 
-def test_intro_counts_every_run_not_the_generalization_rows():
-    """Experiments that measure only the teacher-student table have no generalization rows, and
-    a run has one training row per evaluation step: the intro counts the study's runs."""
+def test_intro_counts_the_runs_that_exist_not_norms_times_seeds():
+    """Experiments that measure only the teacher-student table have no generalization rows, a
+    run has one training row per evaluation step, and a replicated experiment adds seeds to
+    some arms only: the opening counts the runs in the tables, and each arm's seeds."""
     config = {"experiments": {
         "ts": {"dataset": "t", "model": "u", "norms": ["none", "batchnorm"], "seeds": [0, 1]},
-        "img": {"dataset": "d", "model": "m", "norms": ["batchnorm"], "seeds": [0, 1, 2]}}}
+        "img": {"dataset": "d", "model": "m", "norms": ["batchnorm", "layernorm"],
+                "seeds": [0, 1, 2]}}}
     hist = [{"experiment": e, "norm": n, "seed": s, "step": step, "split": "train",
              "diverged": e == "ts" and n == "none" and s == 1 and step == 20}
             for e, n, s in [("ts", "none", 0), ("ts", "none", 1), ("ts", "batchnorm", 0),
                             ("ts", "batchnorm", 1), ("img", "batchnorm", 0),
-                            ("img", "batchnorm", 1), ("img", "batchnorm", 2)]
+                            ("img", "batchnorm", 1), ("img", "batchnorm", 2),
+                            ("img", "layernorm", 0)]
             for step in (0, 10, 20)]
     gen = pd.DataFrame([{"experiment": "img", "norm": "batchnorm", "seed": s, "step": 20,
                          "diverged": s == 2} for s in (0, 1, 2)] * 2)
-    intro = report._intro(config, {"training": pd.DataFrame(hist), "generalization": gen})
-    assert "gathers 7 training runs (1 diverged) over 2 experiments" in intro["text"]
-    one = {"experiments": {"img": config["experiments"]["img"]}}
-    assert "over 1 experiment (click" in report._intro(one, {})["text"]
+    ctx = scale.context(config, {"training": pd.DataFrame(hist), "generalization": gen}, None,
+                        [])
+    # the old count multiplied every normalizer by the union of seeds: 2*2 + 2*3 = 10
+    assert (ctx["runs"], ctx["diverged"]) == (8, 1)
+    seeds = {e["name"]: e["seeds"] for e in ctx["experiments"]}
+    assert seeds == {"ts": "none, batchnorm: 2 seeds each",
+                     "img": "batchnorm 3, layernorm 1 seeds"}
+    assert not ctx["reduced"]  # no ledger with deviations
+    planned = scale.context(config, {}, None, [])
+    assert planned["runs"] == 0 and all(e["planned"] for e in planned["experiments"])
 
 
 REPRS = ("<built-in", "object at 0x", "<function", "<bound method", "<class '")
@@ -242,7 +253,7 @@ def test_summary_tables_have_no_empty_pivot_header(built):
 def test_findings_read_in_words_and_count_by_claim_without_dz_at_three_seeds(built):
     text = built[0]
     assert "d_z=" not in text  # 3 seeds: Cohen's d_z means nothing yet
-    assert "By claim (" in text and "by row:" in text
+    assert "By claim:" in text and "by row:" in text
 
 
 def test_sections_collapse_behind_the_claims_they_answer(built):
@@ -259,6 +270,7 @@ def test_sections_collapse_behind_the_claims_they_answer(built):
     head = [c for c in secs["sec-training"]["children"] if c["tag"] == "p"
             and "headline" in c["attrs"].get("class", "")]
     assert len(head) == 1
-    assert "noisy_bn: inconclusive on exp1, supported on exp2" in head[0]["text"]
+    assert ("noisy_bn: undecided on exp1, supported at this setting on exp2"
+            in head[0]["text"])
     assert not [c for c in secs["sec-generalization"]["children"]
                 if "headline" in c.get("attrs", {}).get("class", "")]

@@ -24,15 +24,17 @@ def test_the_opening_counts_and_spells_out_the_ledgers_rows():
          "adjusted_verdict": "not measured", "role": "test"},
     ])
     text = prose.paragraphs(summary.rows(ledger, {}, set()))
-    assert text[0] == ("This study measured 4 ledger rows of 4 claims; after Holm's adjustment "
-                       "over them, 1 are supported, 1 not supported and 2 undecided.")
-    assert text[1] == ("Supported: batchnorm's ICS is 4.3x none's (ics_grad, star: batchnorm "
-                       "vs none).")
-    assert text[2].startswith("Not supported: 5.7x none's (lipschitz, star")
+    assert text[0] == ("This study measured 4 paper tests (4 claims); after Holm's adjustment "
+                       "over them, 1 are supported at this setting, 1 contradicted at this "
+                       "setting and 2 undecided.")
+    assert text[1] == ("Supported at this setting: batchnorm's ICS is 4.3x none's (ics_grad, "
+                       "star: batchnorm vs none).")
+    assert text[2].startswith("Contradicted at this setting: 5.7x none's (lipschitz, star")
     assert text[3] == ("Undecided: beta_smooth, grad_pred. At their observed effects and "
                        "spreads they would need 12 to 12 seeds (median 12) to be resolved "
                        "with 80% power; 1 sit on their rule's boundary.")
-    assert text[4].endswith("1 of 1 agree.")
+    assert text[4] == ("Counted apart, as they do not test a paper's claim statistically: 1 "
+                       "implementation check row (1 agree).")
     assert prose.paragraphs(summary.rows(ledger.iloc[5:], {}, set())) == []
 
 

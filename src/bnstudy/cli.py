@@ -251,7 +251,7 @@ def cmd_plot(a) -> None:
 def cmd_report(a) -> None:
     from bnstudy.report import build as report
 
-    report.build(a.config, a.tables, a.figures, a.out)
+    report.build(a.config, a.tables, a.figures, a.out, a.paper_configs)
 
 
 COMMANDS = {"list": cmd_list, "check": cmd_check, "verify": cmd_verify,

@@ -180,4 +180,6 @@ def parser() -> argparse.ArgumentParser:
                    help="the aggregated tables and the claims ledger")
     s.add_argument("--figures", nargs="+", required=True, help="the figures to embed (.png)")
     s.add_argument("--out", required=True, help="the report (.html)")
+    s.add_argument("--paper-configs", nargs="*", default=[],
+                   help="paper-scale study configs whose cost the report states")
     return p

@@ -9,9 +9,13 @@ figure to draw (:mod:`bnstudy.plots`: its data kinds, and its ``in_experiment`` 
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
+from pathlib import Path
 
 from bnstudy import plots
+
+RST_SPECIAL = re.compile(r"([\\`*_|\[\]<>:])")
 
 
 class Figures:
@@ -52,6 +56,25 @@ class Figures:
         options = self.config.get("plots", {})
         return [f for png in self.figure_outputs(name).values()
                 for f in plots.export_paths(png, options)]
+
+    def figure_report_entries(self, name: str) -> list[tuple[str, dict]]:
+        """``[(file, labels)]`` of one family's files for Snakemake's report: each labelled by
+        family, experiment (``study`` for a study figure) and format, so that no two files of
+        a family share labels (the report reaches a file by its labels)."""
+        options = self.config.get("plots", {})
+        return [(f, {"family": name, "experiment": scope,
+                     "format": Path(f).suffix.lstrip(".")})
+                for scope, png in self.figure_outputs(name).items()
+                for f in plots.export_paths(png, options)]
+
+    def figure_caption(self, name: str) -> str:
+        """The family's own caption as reStructuredText text (its markup characters escaped),
+        for the description Snakemake's report shows (workflow/report/figure.rst)."""
+        f = self.figures[name]
+        where = ("one figure for the whole study" if f.scope == "study"
+                 else "one figure per experiment (its label)")
+        text = f"{f.caption} ({where}; the seeds per arm are under each figure)"
+        return RST_SPECIAL.sub(r"\\\1", " ".join(text.split()))
 
     def figure_tables(self, name: str) -> list[str]:
         return [self.res("tables", f"{t}.parquet") for t in self.figures[name].tables]

@@ -4,7 +4,6 @@
 # Nothing here imports torch or matplotlib.
 
 import json
-import os
 
 from bnstudy.plan import Plan
 
@@ -170,14 +169,13 @@ def get_all_figures():
 
 def get_figure_report_files(family):
     """A figure family's files, registered with Snakemake's report (snakemake --report): each
-    figure under its family, captioned (workflow/report/figure.rst), labelled by experiment."""
-    files = PLAN.figure_files(family)
-    labels = [{"figure": family, "file": os.path.basename(f)} for f in files]
+    figure under its family, captioned with the family's caption (workflow/report/figure.rst),
+    labelled by family, experiment and format (bnstudy.plan_figures)."""
     caption = "../report/figure.rst"
     register = report  # (a name of its own: snakefmt reads "report" as the directive)
     return [
         register(f, caption=caption, category="Figures", subcategory=family, labels=label)
-        for f, label in zip(files, labels)
+        for f, label in PLAN.figure_report_entries(family)
     ]
 
 

@@ -1,7 +1,8 @@
 # One rule per figure family the study draws (bnstudy.plots), named plot_<family>: one job reads
 # the family's tables once and draws all of its figures (one per experiment, or one for the
-# study), as PNG and the plots.formats copies. Its params are the plots settings and the hash
-# of the family's module.
+# study), as PNG and the plots.formats copies. Its params are the plots settings (a change to
+# plots.formats, dpi, width or style redraws every figure), the hash of the family's module and
+# its caption (what Snakemake's report shows for each of its figures).
 
 for _family in PLAN.figures:
 
@@ -25,6 +26,7 @@ for _family in PLAN.figures:
             family=_family,
             options=json.dumps(config["plots"], sort_keys=True),
             code=PLAN.figure_code(_family),
+            caption=PLAN.figure_caption(_family),
         shell:
             "python -m bnstudy plot {params.family:q} --table {input.tables:q}"
             " --options {params.options:q} @{input.arguments:q} > {log:q} 2>&1"

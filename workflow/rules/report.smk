@@ -1,11 +1,35 @@
+# The HTML report (bnstudy.report), and beside it the claims ledger and the summary tables as
+# CSV, which Snakemake's own report (snakemake --report) shows. The paper-scale configs are
+# inputs: the report states what each would run and its estimated cost (bnstudy.report.scale).
+
+
+def get_paper_configs():
+    """The paper-scale study configs (config/studies/*_paper.yaml) beside the Snakefile."""
+    studies = Path(workflow.basedir) / "config" / "studies"
+    return sorted(str(p) for p in studies.glob("*_paper.yaml"))
+
+
 rule report:
     input:
         tables=get_all_tables(),
         claims=res("tables", "claims.parquet"),
         figures=get_all_figures(),
         arguments=arguments_file("report"),
+        paper=get_paper_configs(),
     output:
-        report(res("report.html"), caption="../report/report.rst", category="Report"),
+        html=report(res("report.html"), caption="../report/report.rst", category="Report"),
+        ledger=report(
+            res("report_tables", "ledger.csv"),
+            caption="../report/ledger.rst",
+            category="Report",
+            labels={"table": "claims ledger"},
+        ),
+        summaries=report(
+            res("report_tables", "summaries.csv"),
+            caption="../report/summaries.rst",
+            category="Report",
+            labels={"table": "summaries over seeds"},
+        ),
     log:
         log_file("report.log"),
     group:
@@ -19,4 +43,4 @@ rule report:
     shell:
         "python -m bnstudy report @{input.arguments:q}"
         " --tables {input.tables:q} {input.claims:q}"
-        " --out {output:q} > {log:q} 2>&1"
+        " --paper-configs {input.paper:q} --out {output.html:q} > {log:q} 2>&1"

@@ -90,3 +90,33 @@ def rule_words(rule: str, margin: float, *, scale: str, what: str, norm: str = "
         return (f"supported: {arm} {what} is reliably within {lo} to {hi}{of or ' of ' + ref}; "
                 f"not supported: reliably outside that range")
     raise ValueError(f"unknown rule {rule!r}")
+
+
+# The ledger's verdicts as a reader should read them: the ledger keeps its four values (code and
+# tests compare them), the report and the README show these words. 'not supported' means a
+# confident effect on the rule's other side, not an absence of evidence; 'inconclusive' means
+# the interval straddles the rule's boundary.
+VERDICT_WORDS = {
+    "supported": "supported at this setting",
+    "not supported": "contradicted at this setting",
+    "inconclusive": "undecided",
+    "not measured": "not measured",
+    "mixed": "mixed",
+}
+VERDICT_MEANING = {
+    "supported": "the interval lies wholly on the claim's side of the rule's boundary",
+    "not supported": "the interval lies wholly on the other side: a confident effect against "
+                     "the claim, at this study's data, model, steps and seeds",
+    "inconclusive": "the interval straddles the boundary: more seeds could decide either way",
+    "not measured": "the study did not run what the claim needs",
+    "mixed": "the claim's rows (experiments or normalizers) disagree: some rows decide one "
+             "way, others the other way or not at all",
+}
+
+
+def verdict_word(verdict: str) -> str:
+    """The words a reader sees for a ledger verdict (``mixed`` for a claim whose rows
+    disagree), e.g. 'contradicted at this setting' for 'not supported'."""
+    if verdict not in VERDICT_WORDS:
+        raise ValueError(f"unknown verdict {verdict!r}; valid choices: {list(VERDICT_WORDS)}")
+    return VERDICT_WORDS[verdict]

@@ -74,3 +74,24 @@ def norm_palette(names) -> dict[str, str]:
 def norm_markers(names) -> dict[str, str]:
     """``{name: marker}`` for seaborn's ``markers=`` with ``style="norm"``."""
     return {n: norm_marker(n) for n in names}
+
+
+def _lighter(color: str, share: float) -> str:
+    """``color`` mixed with white (``share`` of white, 0..1), as a hex string."""
+    rgb = [int(color[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(c + (255 - c) * share):02x}" for c in rgb)
+
+
+def arm_palette(arms, norm_of=lambda arm: str(arm).split(" (")[0].split(",")[0]) -> dict:
+    """``{arm: colour}`` for arms named after a normalizer ('batchnorm (full batch)',
+    'none, alpha=2'): each arm takes its normalizer's colour (:func:`norm_color`), a second or
+    later arm of the same normalizer a lighter shade of it, so that BN is BN's colour here too."""
+    seen: dict[str, int] = {}
+    out = {}
+    for arm in arms:
+        norm = norm_of(arm)
+        k = seen.get(norm, 0)
+        seen[norm] = k + 1
+        out[arm] = norm_color(norm) if k == 0 else _lighter(norm_color(norm),
+                                                            min(0.2 + 0.2 * k, 0.7))
+    return out

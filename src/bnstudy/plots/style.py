@@ -170,11 +170,61 @@ def _outside(ax) -> None:
                         frameon=False, ncol=-(-len(leg.get_texts()) // 4))
 
 
+SPARSE = 25  # a line with at most this many points is drawn with markers at its samples
+CLIP_NOTE = "band clipped"  # the panel's note (the captions say what it means)
+CLIP_REACH = 1.0  # a band reaching this many line spans beyond the lines is clipped
+
+
+def _data_lines(ax) -> list:
+    return [ln for ln in ax.get_lines() if ln.get_transform() == ax.transData
+            and ln.get_linestyle() not in ("None", "", " ")]
+
+
+def mark_sparse(ax) -> None:
+    """Markers on the lines sampled at few points (at most :data:`SPARSE`), so that a line does
+    not suggest data between two evaluations (e.g. between step 0 and the first one)."""
+    for ln in _data_lines(ax):
+        n = np.isfinite(np.asarray(ln.get_xdata(), dtype=float)).sum()
+        if 2 < n <= SPARSE and ln.get_marker() in (None, "None", "", " "):
+            ln.set_marker("o")
+            ln.set_markersize(3.5)
+
+
+def clip_bands(ax) -> bool:
+    """On a linear y axis, limit the axis to the lines' range (plus half its span) where a seed
+    band reaches more than :data:`CLIP_REACH` spans beyond it (3-seed Student-t bands can
+    stretch an axis to thousands), and say so in the panel; True when it clipped."""
+    if ax.get_yscale() != "linear":
+        return False
+    ys = [np.asarray(ln.get_ydata(), dtype=float) for ln in _data_lines(ax)]
+    ys = np.concatenate([y[np.isfinite(y)] for y in ys]) if ys else np.array([])
+    bands = [c for c in ax.collections if type(c).__name__ in ("PolyCollection",
+                                                              "FillBetweenPolyCollection")]
+    if len(ys) < 2 or not bands:
+        return False
+    lo, hi = float(ys.min()), float(ys.max())
+    span = hi - lo if hi > lo else max(abs(hi), 1e-12)
+    edges = np.concatenate([np.asarray(p.vertices)[:, 1] for c in bands for p in c.get_paths()
+                            if len(p.vertices)] or [np.array([lo, hi])])
+    edges = edges[np.isfinite(edges)]
+    if not len(edges) or (edges.min() >= lo - CLIP_REACH * span
+                          and edges.max() <= hi + CLIP_REACH * span):
+        return False
+    ax.set_ylim(lo - 0.5 * span, hi + 0.5 * span)
+    note = ax.text(0.01, 0.01, CLIP_NOTE, transform=ax.transAxes, fontsize="x-small",
+                   color="#555", ha="left", va="bottom")
+    note.set_in_layout(False)  # inside the panel: the layout need not make room for it
+    return True
+
+
 def finish(fig: plt.Figure, rect=(0, 0, 1, 1)) -> plt.Figure:
     """The common last step of every draw function: axis labels that are still column names
-    become words (:func:`label`), legends leave the data area, and the layout is tightened
-    (unless the figure uses constrained layout)."""
+    become words (:func:`label`), sparse lines get markers (:func:`mark_sparse`), bands that
+    would stretch an axis are clipped, saying so (:func:`clip_bands`), legends leave the data
+    area, and the layout is tightened (unless the figure uses constrained layout)."""
     for ax in fig.axes:
+        mark_sparse(ax)
+        clip_bands(ax)
         for get, put in ((ax.get_xlabel, ax.set_xlabel), (ax.get_ylabel, ax.set_ylabel)):
             if _column_label(get()):
                 put(label(get()))

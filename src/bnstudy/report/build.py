@@ -1,12 +1,17 @@
 """The final, self-contained HTML report (figures embedded as base64 PNG), rendered from the
 Jinja2 template of :mod:`bnstudy.report.template`.
 
-It opens with what the study found (the claims ledger's verdicts, each linked to its evidence;
-:mod:`bnstudy.report.summary`), then a table of contents and the sections of
-:mod:`bnstudy.plots` ordered by question (each section's ``rank``): each shows its figures per
-experiment with captions and a summary table of mean ± CI (Student t, 95% by default) over
-seeds; a section with neither figure nor summary rows is left out. The full claims ledger, the
-study config and the provenance of every table close the report.
+It opens with what the study ran and at what scale (:mod:`bnstudy.report.scale`: runs and
+seeds per arm, each experiment's setting and its deviations from the papers' protocols, the
+paper-scale configs), what it found in sentences, and the table of contents; then the findings
+table (the claims ledger's paper tests, each linked to its evidence, the other rows counted
+apart: :mod:`bnstudy.report.summary`), and the sections of :mod:`bnstudy.plots` ordered by
+question (each section's ``rank``): each shows its figures per experiment with captions (each
+stating its seeds per arm) and a summary table of mean ± CI (Student t, 95% by default) over
+seeds; a section with neither figure nor summary rows is left out. The full claims ledger
+(collapsed), the study config and the provenance of every table close the report. Every text
+is escaped (findings too: they are plain text). Beside the report, ``<stem>_tables/`` holds the
+ledger and the summary tables as CSV for Snakemake's report (:func:`write_tables`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import yaml
 from bnstudy import io, plots
 from bnstudy.report import prose as report_prose
 from bnstudy.report import rounds as report_rounds
+from bnstudy.report import scale as report_scale
 from bnstudy.report import summary as report_summary
 from bnstudy.report import template as report_template
 from bnstudy.report import variance as report_variance
@@ -50,7 +56,9 @@ def _last_steps(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["step"] == last]
 
 
-def summary_table(df: pd.DataFrame, section: plots.Section, level: float) -> str:
+def summary_long(df: pd.DataFrame, section: plots.Section, level: float) -> tuple:
+    """(the section's summary over seeds in long form, its grouping columns); None when the
+    table lacks the summarized columns."""
     if section.summary_filter.get("last_step"):
         df = _last_steps(df)
     by = [c for c in layout.GROUP if c in df.columns]
@@ -59,8 +67,15 @@ def summary_table(df: pd.DataFrame, section: plots.Section, level: float) -> str
             by.append(extra)
     cols = [c for c in section.summary_columns if c in df.columns]
     if not cols or df.empty:
+        return None, by
+    return intervals.summarize(df, cols, by=by, level=level), by
+
+
+def summary_table(df: pd.DataFrame, section: plots.Section, level: float) -> str:
+    s, by = summary_long(df, section, level)
+    if s is None:
         return ""
-    s = intervals.summarize(df, cols, by=by, level=level)
+    cols = [c for c in section.summary_columns if c in set(s["quantity"])]
     s["value"] = s.apply(intervals.format_mean_ci, axis=1)
     wide = s.pivot_table(index=by, columns="quantity", values="value", aggfunc="first")
     wide = wide[[c for c in cols if c in wide.columns]]
@@ -78,7 +93,7 @@ def ordered_sections() -> list[plots.Section]:
 
 def section_context(section: plots.Section, frames: dict[str, pd.DataFrame],
                     figs: dict[tuple[str, str], Path], experiments: list[str],
-                    level: float) -> dict | None:
+                    level: float, arms: dict[str, dict[str, int]] | None = None) -> dict | None:
     """The template's view of one section, or None when it has no figure and no summary rows
     for this study (no table, or a table whose summarized columns it lacks)."""
     if section.table not in frames:
@@ -94,7 +109,7 @@ def section_context(section: plots.Section, frames: dict[str, pd.DataFrame],
             where = "whole study" if scope == "study" else f"experiment {scope}"
             figures.append({"id": f"fig-{_slug(fam_name)}-{_slug(scope)}",
                             "alt": f"{fam_name} ({where})", "data": _png(figs[fam_name, scope]),
-                            "caption": f"{fam.caption} [{where}]"})
+                            "caption": f"{fam.caption} [{where}; {_arms(arms, scope)}]"})
         if figures:
             heading = None if scope == "study" else f"Experiment {scope}"
             groups.append({"id": f"{sid}--{scope}", "heading": heading, "figures": figures})
@@ -106,13 +121,26 @@ def section_context(section: plots.Section, frames: dict[str, pd.DataFrame],
             "groups": groups, "findings": findings, "table": table_html}
 
 
-def build(config: dict, table_paths: list[str], figures: list[str], out: str) -> None:
+def _arms(arms: dict[str, dict[str, int]] | None, scope: str) -> str:
+    """'seeds per arm: none 12, batchnorm 12, layernorm 3' of an experiment (every experiment's
+    for a study figure)."""
+    if not arms:
+        return "seeds per arm: see the summary"
+    if scope != "study":
+        return f"seeds per arm: {report_scale.seeds_text(arms.get(scope, {}))}"
+    return "seeds per arm: " + "; ".join(f"{e} {report_scale.seeds_text(a)}"
+                                         for e, a in arms.items())
+
+
+def build(config: dict, table_paths: list[str], figures: list[str], out: str,
+          paper_configs: list[str] | tuple = ()) -> None:
     level = float(config.get("report", {}).get("ci", 0.95))
     title = config.get("report", {}).get("title", "bnstudy report")
-    frames = {Path(p).stem: pd.read_parquet(p) for p in table_paths}
+    frames = {Path(p).stem: io.read_table(p) for p in table_paths}
     figs = _figure_index(figures)
     experiments = sorted(config.get("experiments", {}))
-    sections = [c for c in (section_context(s, frames, figs, experiments, level)
+    arms = report_scale.arms(config, frames)
+    sections = [c for c in (section_context(s, frames, figs, experiments, level, arms)
                             for s in ordered_sections()) if c is not None]
     section_of: dict[str, tuple[str, str]] = {}
     for ctx in sections:
@@ -124,8 +152,12 @@ def build(config: dict, table_paths: list[str], figures: list[str], out: str) ->
     lines = report_summary.headlines(ledger)
     for ctx in sections:  # the line a collapsed section shows
         ctx["headline"] = lines.get(ctx["id"], "")
+    scale = report_scale.context(config, frames, frames.get("claims"), list(paper_configs))
+    settings = {e["name"]: e["setting"] for e in scale["experiments"]}
+    for r in ledger:  # each finding names its setting
+        r["setting"] = settings.get(r["experiment"], "")
     doc = render({
-        "title": title, "level_pct": f"{level:.0%}", "intro": _intro(config, frames),
+        "title": title, "level_pct": f"{level:.0%}", "scale": scale,
         "found": report_summary.found(ledger), "sections": sections, "ledger": ledger,
         "prose": report_prose.paragraphs(ledger),
         "rounds": report_rounds.context(frames.get("replication")),
@@ -135,6 +167,34 @@ def build(config: dict, table_paths: list[str], figures: list[str], out: str) ->
     })
     with io.atomic_path(out) as tmp:
         tmp.write_text(doc, encoding="utf-8")
+    write_tables(frames, level, out)
+
+
+def tables_dir(out: str | Path) -> Path:
+    """The folder of the report's CSV tables: ``<stem>_tables`` beside the report."""
+    out = Path(out)
+    return out.with_name(f"{out.stem}_tables")
+
+
+def write_tables(frames: dict[str, pd.DataFrame], level: float, out: str | Path) -> None:
+    """The claims ledger (``ledger.csv``) and every section's summary over seeds in long form
+    (``summaries.csv``: section, grouping columns, quantity, mean, CI) beside the report, for
+    readers and for Snakemake's report, which shows CSV but not Parquet."""
+    folder = tables_dir(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    ledger = frames.get("claims", pd.DataFrame(columns=["claim_id", "verdict"]))
+    with io.atomic_path(folder / "ledger.csv") as tmp:
+        ledger.to_csv(tmp, index=False)
+    parts = []
+    for section in ordered_sections():
+        if section.table in frames:
+            s, _ = summary_long(frames[section.table], section, level)
+            if s is not None:
+                parts.append(s.assign(section=section.key))
+    long = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["section"])
+    long = long[["section", *[c for c in long.columns if c != "section"]]]
+    with io.atomic_path(folder / "summaries.csv") as tmp:
+        long.to_csv(tmp, index=False)
 
 
 def render(context: dict) -> str:
@@ -142,43 +202,6 @@ def render(context: dict) -> str:
                              trim_blocks=True, lstrip_blocks=True)
     env.filters["vclass"] = lambda v: "v-" + _slug(str(v).replace(" ", "-"))
     return env.from_string(report_template.TEMPLATE).render(css=report_template.CSS, **context)
-
-
-def _seeds(config: dict, frames: dict[str, pd.DataFrame]) -> dict[str, list[int]]:
-    """Each experiment's seeds: those it ran (replication rounds add seeds), else declared."""
-    train = frames.get("training")
-    ran = ({} if train is None or train.empty else
-           {str(e): sorted(int(s) for s in g.unique())
-            for e, g in train.groupby("experiment")["seed"]})
-    return {n: ran.get(n, list(e["seeds"])) for n, e in config.get("experiments", {}).items()}
-
-
-def _intro(config: dict, frames: dict[str, pd.DataFrame]) -> dict:
-    runs, diverged = _run_counts(config, frames)
-    seeds = _seeds(config, frames)
-    exps = [{"name": n, "dataset": e["dataset"], "model": e["model"],
-             "norms": ", ".join(e["norms"]), "seeds": seeds[n]}
-            for n, e in config.get("experiments", {}).items()]
-    text = (f"What do normalization layers do to a deep network? This report gathers "
-            f"{_count(runs, 'training run')} ({diverged} diverged) over "
-            f"{_count(len(exps), 'experiment')} (click for the list).")
-    return {"text": text, "experiments": exps}
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
-def _run_counts(config: dict, frames: dict[str, pd.DataFrame]) -> tuple[int, int]:
-    """Training runs and how many diverged: every run of the study (its experiments' norms x
-    seeds; each trains once), diverged when any row of its training history says so."""
-    seeds = _seeds(config, frames)
-    runs = sum(len(e["norms"]) * len(seeds[n]) for n, e in config.get("experiments", {}).items())
-    train = frames.get("training")
-    if train is None or train.empty or "diverged" not in train:
-        return runs, 0
-    per_run = train.groupby(["experiment", "norm", "seed"])["diverged"].any()
-    return runs, int(per_run.sum())
 
 
 def _provenance(table_paths: list[str]) -> str:

@@ -1,15 +1,20 @@
 """The report's opening paragraph: what the study found, in sentences, from the claims ledger.
 
 Built from the display rows of :mod:`bnstudy.report.summary` (the multiplicity-adjusted
-verdicts), so it says nothing the ledger does not: how many rows were measured and decided, each
-decided row in words (the ledger's ``in_words``, with its claim and where), and for the
-undecided rows the seeds their observed effects and spreads would need (``seeds_needed``).
-Implementation checks (they hold by construction) are counted in a sentence of their own.
+verdicts), so it says nothing the ledger does not: how many paper tests were measured and
+decided, each decided row in words (the ledger's ``in_words``, with its claim and where), and
+for the undecided rows the seeds their observed effects and spreads would need
+(``seeds_needed``). Verdicts read as :func:`bnstudy.claims.words.verdict_word` says ('not
+supported' is 'contradicted at this setting': a confident opposite effect). The rows that are
+not paper tests (implementation checks, by-construction and beyond-the-paper rows, exact
+computations: :data:`bnstudy.report.summary.KINDS`) are counted in a sentence of their own.
 """
 
 from __future__ import annotations
 
 import statistics
+
+from bnstudy.claims import words
 
 SHOWN = 6  # decided rows spelled out per verdict; the rest are counted
 
@@ -26,22 +31,24 @@ def _listing(rows: list[dict]) -> str:
 
 
 def paragraphs(display_rows: list[dict]) -> list[str]:
-    """Sentences grouped in paragraphs: counts, supported rows, not-supported rows, undecided
-    rows and the seeds they would need, implementation checks. Empty without measured rows."""
+    """Sentences grouped in paragraphs: counts, supported rows, contradicted rows, undecided
+    rows and the seeds they would need, the other kinds of rows. Empty without measured
+    rows."""
     measured = [r for r in display_rows if r["measured"]]
-    tests = [r for r in measured if r["check"] != "implementation check"]
-    checks = [r for r in measured if r["check"] == "implementation check"]
+    tests = [r for r in measured if r["kind"] == "paper test"]
+    others = [r for r in measured if r["kind"] != "paper test"]
     if not measured:
         return []
     by = {v: [r for r in tests if r["adjusted"] == v] for v in ("supported", "not supported")}
     undecided = [r for r in tests if r["adjusted"] not in by]
     claims = {r["claim_id"] for r in tests}
-    out = [f"This study measured {len(tests)} ledger rows of {len(claims)} claims; after Holm's "
-           f"adjustment over them, {len(by['supported'])} are supported, "
-           f"{len(by['not supported'])} not supported and {len(undecided)} undecided."]
+    out = [f"This study measured {len(tests)} paper tests ({len(claims)} claims); after Holm's "
+           f"adjustment over them, {len(by['supported'])} are "
+           f"{words.verdict_word('supported')}, {len(by['not supported'])} "
+           f"{words.verdict_word('not supported')} and {len(undecided)} undecided."]
     for verdict, rows in by.items():
         if rows:
-            out.append(f"{verdict.capitalize()}: {_listing(rows)}.")
+            out.append(f"{words.verdict_word(verdict).capitalize()}: {_listing(rows)}.")
     if undecided:
         need = [float(r["seeds_needed"]) for r in undecided
                 if r["seeds_needed"] not in ("", "inf")]
@@ -53,8 +60,13 @@ def paragraphs(display_rows: list[dict]) -> list[str]:
                      f"{int(statistics.median(need))}) to be resolved with 80% power")
             text += (f"; {flat} sit on their rule's boundary." if flat else ".")
         out.append(text)
-    if checks:
-        held = sum(r["adjusted"] == "supported" for r in checks)
-        out.append(f"Implementation checks (they hold by construction and test the "
-                   f"measurement): {held} of {len(checks)} agree.")
+    if others:
+        kinds: dict[str, list[dict]] = {}
+        for r in others:
+            kinds.setdefault(r["kind"], []).append(r)
+        parts = [f"{len(rs)} {k} row{'s' if len(rs) != 1 else ''} "
+                 f"({sum(r['adjusted'] == 'supported' for r in rs)} agree)"
+                 for k, rs in kinds.items()]
+        out.append(f"Counted apart, as they do not test a paper's claim statistically: "
+                   f"{'; '.join(parts)}.")
     return out

@@ -1,12 +1,16 @@
 """The Jinja2 template of the HTML report (kept as a Python constant so that the report rule's
 code hash, which covers the modules report.py imports, covers the template too).
 
-The context is built by :func:`bnstudy.report.build.build`: ``title``, ``intro`` (runs,
-experiments),
-``found`` (the summary of the claims ledger, :mod:`bnstudy.report.summary`), ``sections`` (only
-those with a figure or a summary table), ``ledger`` (every row), ``config_yaml`` and
-``provenance``. Strings marked safe (pandas tables, findings) are HTML already; everything else
-is escaped by autoescaping.
+The context is built by :func:`bnstudy.report.build.build`: ``title``, ``scale`` (what the
+study ran: :mod:`bnstudy.report.scale`), ``prose``, ``found`` (the summary of the claims ledger,
+:mod:`bnstudy.report.summary`), ``sections`` (only those with a figure or a summary table),
+``ledger`` (every row), ``config_yaml`` and ``provenance``. Strings marked safe (tables that
+pandas or :mod:`bnstudy.report.rounds` render, which escape their cells) are HTML already;
+everything else, section findings included, is escaped by autoescaping.
+
+The page reads at 1280 px (one column, tables scroll sideways inside their box) and prints:
+the print stylesheet opens every collapsed section (``::details-content``, Chromium 131+ and
+current Firefox), keeps figures whole on a page and hides the navigation.
 """
 
 from __future__ import annotations
@@ -37,6 +41,17 @@ details summary{cursor:pointer} table.found td{font-size:.95em}
 .v-inconclusive{background:#fff3cd} .v-not-measured{background:#e2e3e5}
 .unmeasured{font-size:.92em;color:#444}
 .counts span{display:inline-block;padding:1px 8px;margin-right:.4em;border-radius:3px}
+.scale{font-size:1.05em} .dev{color:#7a3b00;font-size:.92em} ul.setting li{margin:.25em 0}
+dl dt{font-weight:bold} dl dd{margin:0 0 .4em 1.5em} .apart{font-size:.92em;color:#333}
+@media print{
+ body{background:#fff} main{max-width:none;padding:0}
+ nav.toc,.up{display:none}
+ details::details-content{content-visibility:visible;display:contents}
+ details>summary{list-style:none;font-weight:bold}
+ figure{break-inside:avoid;border:none} figure img{max-height:24cm}
+ th{position:static} .scroll{overflow:visible}
+ h2,h3{break-after:avoid}
+}
 """
 
 TEMPLATE = """<!DOCTYPE html>
@@ -46,32 +61,68 @@ TEMPLATE = """<!DOCTYPE html>
 <body><main>
 <h1 id="top">{{ title }}</h1>
 <section id="summary">
-<h2>What the study found</h2>
+<h2>What this study ran{% if scale.reduced %}: reduced scale{% endif %}</h2>
+<p class="scale">{% if scale.reduced %}<b>Reduced scale.</b> The verdicts below hold at this
+study's setting, not at the papers': every experiment below lists how it differs from the
+paper's protocol. {% endif %}This study trained {{ scale.runs }} run{{ "" if scale.runs == 1
+else "s" }} ({{ scale.diverged }} diverged) in {{ scale.experiments | length }}
+experiment{{ "" if scale.experiments | length == 1 else "s" }} (a run: one normalizer, one
+seed):</p>
+<ul class="setting">{% for e in scale.experiments %}<li><b>{{ e.name }}</b>: {{ e.setting }};
+ seeds per arm: {{ e.seeds }}{% if e.planned %} (planned: no runs in the tables){% endif %}{%
+ if e.deviations %}<br><span class="dev">differs from the paper: {{ e.deviations | join("; ")
+ }}</span>{% endif %}</li>
+{% endfor %}{% if scale.study_deviations %}<li>the whole study differs from the paper: {{
+ scale.study_deviations | join("; ") }}</li>{% endif %}</ul>
+{% if scale.protocols %}<p>What the papers ran:</p><ul>{% for paper, text in
+ scale.protocols.items() %}<li>{{ paper }}: {{ text }}</li>{% endfor %}</ul>{% endif %}
+{% if scale.paper_scale %}<p>At paper scale (a GPU cluster), these configs would run the papers'
+protocols:</p><ul>{% for line in scale.paper_scale %}<li>{{ line }}</li>{% endfor %}</ul>{%
+ endif %}
+<h3>What it found{% if scale.reduced %}, at this reduced scale{% endif %}</h3>
 {% for p in prose %}<p class="prose">{{ p }}</p>
-{% endfor %}<details><summary>{{ intro.text }}</summary>
-<ul>{% for e in intro.experiments %}<li><b>{{ e.name }}</b>: {{ e.dataset }} / {{ e.model }},
- normalizers {{ e.norms }}, seeds {{ e.seeds }}</li>{% endfor %}</ul></details>
+{% endfor %}
+</section>
+<nav class="toc" id="contents"><b>Contents</b><ol>
+<li><a href="#summary">What this study ran</a></li>
+{% if found.rows or found.unmeasured %}<li><a href="#findings">Findings</a></li>{% endif %}
+{% for s in sections %}<li><a href="#{{ s.id }}">{{ s.title }}</a></li>
+{% endfor %}{% if rounds %}<li><a href="#rounds">Replication rounds</a></li>{% endif %}
+{% if variance %}<li><a href="#variance">More seeds or more probes?</a></li>{% endif %}
+{% if ledger %}<li><a href="#claims">Full claims ledger</a></li>{% endif %}
+<li><a href="#configuration">Study configuration</a></li>
+<li><a href="#provenance">Provenance</a></li>
+</ol></nav>
+{% if found.rows or found.unmeasured %}
+<section id="findings">
+<h2>Findings{% if scale.reduced %} at reduced scale{% endif %}<a class="up"
+ href="#contents">&uarr; contents</a></h2>
 {% if found.rows %}
-<p class="counts">Claims of the papers tested against this study's numbers, after Holm's
-adjustment over the study's rows. By claim ({{ found.n_claims }}):
-{% for verdict, n in found.claim_counts %}
-<span class="{{ verdict | vclass }}">{{ n }} {{ verdict }}</span>
+<p class="counts"><b>Paper tests</b> ({{ found.n_tests }} rows, {{ found.n_decided }} decided;
+{{ found.n_claims }} claims), after Holm's adjustment over the study's rows. By claim:
+{% for verdict, n, word in found.claim_counts %}
+<span class="{{ verdict | vclass }}">{{ n }} {{ word }}</span>
 {% endfor %}; by row:
-{% for verdict, n in found.counts %}
-<span class="{{ verdict | vclass }}">{{ n }} {{ verdict }}</span>
-{% endfor %}{% if found.check_counts %}; implementation checks (hold by construction, counted
-apart): {% for verdict, n in found.check_counts %}{{ n }} {{ verdict }}{% if not loop.last %},
-{% endif %}{% endfor %}{% endif %}. (effect: paired per-seed difference, normalizer minus
-baseline, with its
-{{ level_pct }} CI over seeds; the verdict is the row's own, the adjusted one Holm's over the
-study's rows; seeds needed: the seeds that would resolve the row at its observed effect and
-spread with 80% power; detectable: the smallest distance from the rule's boundary the current
-seeds resolve with 80% power; each row links to the section holding its evidence).</p>
+{% for verdict, n, word in found.counts %}
+<span class="{{ verdict | vclass }}">{{ n }} {{ word }}</span>
+{% endfor %}.</p>
+{% if found.apart %}<p class="apart"><b>Counted apart</b> (not statistical tests of a paper's
+claim): {% for a in found.apart %}{{ a.kind }} ({{ a.means }}): {% for verdict, n, word in
+a.counts %}{{ n }} {{ word }}{% if not loop.last %}, {% endif %}{% endfor %}{% if not loop.last
+%}; {% endif %}{% endfor %}.</p>{% endif %}
+<details class="meanings"><summary>What the verdicts mean</summary><dl>
+{% for word, means in found.meanings %}<dt>{{ word }}</dt><dd>{{ means }}</dd>
+{% endfor %}</dl>
+<p>Effect: the paired per-seed difference, normalizer minus baseline, with its interval over
+seeds at the level shown beside it (a replicated experiment's rows are read at a sequential
+look's higher level). The verdict is the adjusted one (Holm's over the study's paper tests); seeds
+needed: the seeds that would resolve the row at its observed effect and spread with 80% power;
+detectable: the smallest distance from the rule's boundary the current seeds resolve with 80%
+power. Each row links to the section holding its evidence.</p></details>
 <div class="scroll"><table class="found">
 <tr><th class="l">claim</th><th class="l">evidence</th>
 <th class="l">where (experiment: normalizer vs baseline)</th><th>verdict</th>
-<th>adjusted verdict</th><th>effect [{{ level_pct }} CI]</th><th class="l">in words</th>
-<th>seeds needed</th>
+<th>effect [interval, its level]</th><th class="l">in words</th><th>seeds needed</th>
 <th>detectable effect</th></tr>
 {% for g in found.groups %}{% for r in g.rows %}
 <tr data-claim="{{ r.claim_id }}" data-where="{{ r.where }}">
@@ -79,10 +130,13 @@ seeds resolve with 80% power; each row links to the section holding its evidence
  {{ g.claim }}</td><td class="l" rowspan="{{ g.rows | length }}">{% if g.section_anchor
 %}<a href="#{{ g.section_anchor }}">{{ g.section }}</a>{% else %}{{ g.section }}{% endif %}</td>
 {% endif %}
-<td class="l nw">{% if r.anchor %}<a href="#{{ r.anchor }}">{{ r.where }}</a>{%
- else %}{{ r.where }}{% endif %}</td><td class="v {{ r.verdict | vclass }}"
- title="{{ r.verdict_means }}. Rule: {{ r.rule }}">{{ r.verdict }}</td>
-<td class="v {{ r.adjusted | vclass }}" title="{{ r.verdict_means }}">{{ r.adjusted }}</td>
+<td class="l">{% if r.anchor %}<a class="nw" href="#{{ r.anchor }}">{{ r.where }}</a>{%
+ else %}<span class="nw">{{ r.where }}</span>{% endif %}{% if r.setting %}<br><small>{{
+ r.setting }}</small>{% endif %}{% if r.kind != "paper test" %}<br><i>[{{ r.kind }}]</i>{%
+ endif %}</td>
+<td class="v {{ r.adjusted | vclass }}" title="{{ r.verdict_means }}. Rule: {{ r.rule }}">{{
+ r.adjusted_word }}{% if r.adjusted != r.verdict %}<br><small>before adjustment: {{
+ r.verdict_word }}</small>{% endif %}</td>
 <td{% if r.has_effect %} class="nw"{% else %} class="l"{% endif %}>{{ r.effect }}</td>
 <td class="l">{{ r.in_words }}{% if r.verdict_means %}<br><small>{{ r.verdict_means
 }}</small>{% endif %}</td>
@@ -93,15 +147,7 @@ seeds resolve with 80% power; each row links to the section holding its evidence
 {% if found.unmeasured %}<p class="unmeasured"><b>Not measured:</b> {% for u in found.unmeasured
 %}{{ u.claim_id }} ({{ u.note }}){% if not loop.last %}; {% endif %}{% endfor %}.</p>{% endif %}
 </section>
-<nav class="toc" id="contents"><b>Contents</b><ol>
-<li><a href="#summary">What the study found</a></li>
-{% for s in sections %}<li><a href="#{{ s.id }}">{{ s.title }}</a></li>
-{% endfor %}{% if rounds %}<li><a href="#rounds">Replication rounds</a></li>{% endif %}
-{% if variance %}<li><a href="#variance">More seeds or more probes?</a></li>{% endif %}
-{% if ledger %}<li><a href="#claims">Claims ledger</a></li>{% endif %}
-<li><a href="#configuration">Study configuration</a></li>
-<li><a href="#provenance">Provenance</a></li>
-</ol></nav>
+{% endif %}
 {% for s in sections %}
 <section id="{{ s.id }}">
 <h2>{{ s.title }}<a class="up" href="#contents">&uarr; contents</a></h2>
@@ -115,7 +161,7 @@ seeds resolve with 80% power; each row links to the section holding its evidence
 <img alt="{{ f.alt }}" src="data:image/png;base64,{{ f.data }}">
 <figcaption>{{ f.caption }}</figcaption></figure>
 {% endfor %}{% endfor %}
-{% if s.findings %}<p><b>Findings.</b> {{ s.findings | safe }}</p>{% endif %}
+{% if s.findings %}<p><b>Findings.</b> {{ s.findings }}</p>{% endif %}
 {% if s.table %}<p>Summary: mean &plusmn; half-width of the {{ level_pct }} CI over seeds.</p>
 <div class="scroll">{{ s.table | safe }}</div>{% endif %}
 </details>
@@ -148,11 +194,14 @@ every quantity).</p>
 {% endif %}
 {% if ledger %}
 <section id="claims">
-<h2>Claims ledger<a class="up" href="#contents">&uarr; contents</a></h2>
+<h2>Full claims ledger<a class="up" href="#contents">&uarr; contents</a></h2>
+<details class="ledger"><summary>Every row of the ledger, unmeasured ones included, with its
+quantity, rule, both sides' means and notes ({{ ledger | length }} rows)</summary>
 <p>Each claim of the papers against this study's numbers. The effect is the paired per-seed
-difference of the stated quantity (normalizer minus baseline), with its {{ level_pct }} Student-t
-CI over seeds and Cohen's d_z; the verdict follows the stated rule from the CI alone (the
-adjusted verdict, where it differs, after Holm's correction over the study's rows). 'not
+difference of the stated quantity (normalizer minus baseline), with its Student-t interval over
+seeds (at the level shown beside it) and Cohen's d_z; the verdict follows the stated rule from
+the interval alone (the adjusted verdict, where it differs, after Holm's correction over the
+study's rows). 'not
 measured' means the study did not run what the claim needs. Rows marked [implementation check]
 hold by construction (they check the measurement, not the paper); Luo rows name the closed form
 and constant they are compared with.</p>
@@ -166,10 +215,11 @@ and constant they are compared with.</p>
 <td class="l">{{ r.claim }}</td>
 <td class="l">{{ r.quantity }}{% if r.curve %}<br><i>curve: {{ r.curve }}</i>{% endif %}</td>
 <td>{{ r.where }}</td><td>{{ r.means }}</td><td>{{ r.effect_full }}</td>
-<td class="v {{ r.verdict | vclass }}">{{ r.verdict }}{% if r.adjusted != r.verdict
-%}<br><i>adjusted: {{ r.adjusted }}</i>{% endif %}</td>
-<td class="l">{{ r.rule }}. {{ r.note }}</td></tr>
-{% endfor %}</table></div>
+<td class="v {{ r.verdict | vclass }}">{{ r.verdict_word }}{% if r.adjusted != r.verdict
+%}<br><i>adjusted: {{ r.adjusted_word }}</i>{% endif %}</td>
+<td class="l">{{ r.rule }}. {{ r.note }}{% if r.deviations %}<br><i>differs from the paper:
+{{ r.deviations }}</i>{% endif %}</td></tr>
+{% endfor %}</table></div></details>
 </section>
 {% endif %}
 <section id="configuration">
