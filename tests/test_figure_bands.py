@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 import seaborn as sns  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from bnstudy import plots  # noqa: E402
+from bnstudy import io, plots  # noqa: E402
 
 
 def _training(seeds=3):
@@ -47,7 +47,7 @@ def test_band_is_the_student_t_interval_of_the_seeds():
 
 def test_same_table_gives_byte_identical_png(tmp_path):
     table = tmp_path / "training.parquet"
-    _training().to_parquet(table)
+    io.write_table(_training(), table, {})
     out = [tmp_path / "a.png", tmp_path / "b.png"]
     for o in out:
         plots.render("training_curves", [str(table)], str(o), {"dpi": 60}, experiment="e")

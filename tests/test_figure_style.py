@@ -15,7 +15,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.image import AxesImage  # noqa: E402
 
-from bnstudy import plots  # noqa: E402
+from bnstudy import io, plots  # noqa: E402
 
 IDS = {"experiment": "e", "dataset": "star2d", "model": "m"}
 NORMS = ("none", "batchnorm")
@@ -288,7 +288,7 @@ def test_vector_copies_beside_each_png_are_deterministic(tmp_path):
     """``plots.formats``: PDF and SVG copies beside the PNG, written by the same call, with no
     creation date (the same table gives the same bytes)."""
     table = tmp_path / "training.parquet"
-    _training().to_parquet(table)
+    io.write_table(_training(), table, {})
     opts = {"formats": ["pdf", "svg"], "dpi": 40}
     digests = []
     for k in range(2):
@@ -310,7 +310,7 @@ def test_figures_are_palette_pngs_a_third_the_size(tmp_path):
     from PIL import Image
 
     table = tmp_path / "training.parquet"
-    _training().to_parquet(table)
+    io.write_table(_training(), table, {})
     out = tmp_path / "training_curves.png"
     plots.render_all("training_curves", [str(table)], {"e": str(out)}, {"dpi": 60})
     image = Image.open(out)

@@ -4,13 +4,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bnstudy import io
 from bnstudy.claims import markdown as lm
 
 
 def _ledger(tmp_path, name, rows):
     d = tmp_path / "results" / name / "tables"
     d.mkdir(parents=True)
-    pd.DataFrame(rows).to_parquet(d / "claims.parquet")
+    io.write_table(pd.DataFrame(rows), d / "claims.parquet", {})
 
 
 ROWS = [

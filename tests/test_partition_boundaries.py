@@ -10,7 +10,7 @@ import pytest
 import torch
 from specs import make_spec
 
-from bnstudy import plots
+from bnstudy import io, plots
 from bnstudy.measures.partition import boundaries as pb
 from bnstudy.measures.partition import compute as pdm
 from bnstudy.measures.partition.options import Options
@@ -282,7 +282,7 @@ def test_figure_draws_one_panel_per_layer_group_and_normalizer_row(star, tmp_pat
         assert norm in fig.axes[i * 4].get_ylabel()
     plt.close(fig)
     table = tmp_path / "partition_boundaries.parquet"
-    df.to_parquet(table)
+    io.write_table(df, table, {})
     out = tmp_path / "fig.png"
     plots.render_all("partition_boundaries", [str(table)], {"star": str(out)}, {"dpi": 40})
     assert out.read_bytes()[:4] == b"\x89PNG"

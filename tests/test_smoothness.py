@@ -7,7 +7,7 @@ import pytest
 import torch
 from specs import make_spec, measure_cli
 
-from bnstudy import cli, data, plots
+from bnstudy import cli, data, io, plots
 from bnstudy.measures.smoothness import compute as smoothness
 from bnstudy.measures.smoothness import hessian
 from bnstudy.plots import smoothness as smoothness_plots
@@ -275,7 +275,7 @@ def test_cli_plots_and_findings(star, tmp_path):
     assert set(frames["smoothness"]["norm"]) == {"none", "batchnorm"}
     assert len(frames["smoothness_probes"]) == 3 * len(frames["smoothness"])
     for t, df in frames.items():
-        df.to_parquet(tmp_path / f"{t}.parquet")
+        io.write_table(df, tmp_path / f"{t}.parquet", {})
     for fam, t in (("smoothness_landscape", "smoothness"), ("smoothness_probes",
                                                            "smoothness_probes")):
         out = tmp_path / f"{fam}.png"

@@ -115,7 +115,7 @@ def _training(experiments=("e1", "e2")):
 
 def test_render_all_draws_each_figure_byte_identical_to_render(tmp_path):
     table = str(tmp_path / "training.parquet")
-    _training().to_parquet(table)
+    io.write_table(_training(), table, {})
     options = {"dpi": 50}
     one = {e: tmp_path / f"one_{e}.png" for e in ("e1", "e2")}
     for e, out in one.items():
@@ -133,7 +133,7 @@ def test_render_all_draws_each_figure_byte_identical_to_render(tmp_path):
 
 def test_render_all_rejects_bad_outputs_before_drawing_any(tmp_path):
     table = str(tmp_path / "training.parquet")
-    _training().to_parquet(table)
+    io.write_table(_training(), table, {})
     first = tmp_path / "e1.png"
     with pytest.raises(ValueError, match="no rows for experiment 'nope'"):
         plots.render_all("training_curves", [table], {"e1": str(first), "nope": "x.png"}, {})

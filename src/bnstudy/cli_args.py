@@ -19,6 +19,18 @@ def json_arg(text: str):
         raise argparse.ArgumentTypeError(f"not valid JSON: {text!r} ({e})") from None
 
 
+def tolerance(text: str) -> float:
+    """``--tol``: a finite relative difference >= 0."""
+    try:
+        tol = float(text)
+    except ValueError:
+        tol = float("nan")
+    if not (tol >= 0 and tol != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (a relative difference "
+                                         f"of effects, 0 for identical numbers), got {text!r}")
+    return tol
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -133,7 +145,8 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("ledger", help="print a study's claims ledger as Markdown, or rewrite "
                        "the ledger blocks of a Markdown file (the README) from the ledgers")
-    s.add_argument("results", nargs="*", help="results directories whose ledgers to print")
+    s.add_argument("results", nargs="*", help="results directories whose ledgers to print "
+                   "(default, without --readme: the results directory of config/config.yaml)")
     s.add_argument("--readme", help="Markdown file whose <!-- ledger: DIR --> blocks (and "
                    "<!-- counts: CONFIG DIR --> blocks: bnstudy.study_counts) to rewrite")
 
@@ -146,8 +159,9 @@ def parser() -> argparse.ArgumentParser:
                        "between two results directories (exit status 1 when any do)")
     s.add_argument("a", help="a results directory (results/<study>)")
     s.add_argument("b", help="another results directory")
-    s.add_argument("--tol", type=float, default=1e-9,
-                   help="effects within this relative difference count as equal (default 1e-9)")
+    s.add_argument("--tol", type=tolerance, default=1e-9,
+                   help="effects within this relative difference count as equal (a finite "
+                        "number >= 0; default 1e-9, 0: identical numbers only)")
 
     s = sub.add_parser("variance", help="split each per-run quantity's variance between seeds "
                        "and the within-run sample (smoothness, ics, partition_density tables)")

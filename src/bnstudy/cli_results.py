@@ -28,17 +28,58 @@ def cmd_list(a) -> None:
                     print(f"  {'':26s}   {line}")
 
 
+DEFAULT_CONFIG = "config/config.yaml"
+LEDGER = ("claim_id", "verdict")  # the columns without which a table is no claims ledger
+
+
+def read_ledger(results_dir: str | Path):
+    """``<results_dir>/tables/claims.parquet``, read by the one checked reader
+    (:func:`bnstudy.io.read_table`: a flipped byte, a foreign or truncated file is refused,
+    naming it) and checked to be a claims ledger."""
+    from bnstudy import io
+
+    path = Path(results_dir) / "tables" / "claims.parquet"
+    if not path.is_file():
+        hint = (" (it is a file: give the results directory that holds tables/)"
+                if Path(results_dir).is_file() else "")
+        raise FileNotFoundError(f"no claims ledger at {path}{hint}: run that study first "
+                                f"(snakemake --cores 2 --configfile config/studies/<name>.yaml)")
+    ledger = io.read_table(path)
+    missing = [c for c in LEDGER if c not in ledger.columns]
+    if missing:
+        have = ", ".join(map(str, ledger.columns))
+        raise ValueError(f"{path} is not a claims ledger: it has no column "
+                         f"{', '.join(missing)} (its columns: {have})")
+    return ledger
+
+
+def default_results(config: str = DEFAULT_CONFIG) -> str:
+    """The default study's results directory: ``results:`` of ``config`` (with its
+    ``extends:`` chain), read from the working directory."""
+    from bnstudy.config import study
+
+    if not Path(config).is_file():
+        raise FileNotFoundError(f"ledger: name the results directories whose ledgers to print "
+                                f"(python -m bnstudy ledger results/<study>), or run it in the "
+                                f"project directory, where {config} names the default study's "
+                                f"results directory ({config} is not here)")
+    return str(study.load([config]).get("results", "results"))
+
+
 def cmd_ledger(a) -> None:
     from bnstudy.claims import markdown as ledger_markdown
 
     if a.readme:
         from bnstudy import study_counts
 
+        root = Path(a.readme).parent  # every ledger a block names, verified before any rewrite
+        for m in ledger_markdown.BLOCK.finditer(Path(a.readme).read_text()):
+            read_ledger(root / m.group("dir").strip())
         n = ledger_markdown.rewrite_file(a.readme)
         k = study_counts.rewrite_file(a.readme)
         log.info("%s: %d ledger block(s) and %d counts block(s) regenerated", a.readme, n, k)
-    for d in a.results:
-        print(f"## {d}\n\n{ledger_markdown.table(ledger_markdown.read(d))}")
+    for d in a.results or ([] if a.readme else [default_results()]):
+        print(f"## {d}\n\n{ledger_markdown.table(read_ledger(d))}")
 
 
 def cmd_columns(a) -> None:
@@ -62,8 +103,7 @@ def cmd_variance(a) -> None:
 
 def cmd_compare(a) -> int:
     from bnstudy.claims import compare
-    from bnstudy.claims import markdown as ledger_markdown
 
-    diff = compare.compare(ledger_markdown.read(a.a), ledger_markdown.read(a.b), a.tol)
+    diff = compare.compare(read_ledger(a.a), read_ledger(a.b), a.tol)
     print(compare.text(diff, a.a, a.b))
     return 1 if len(diff) else 0

@@ -34,7 +34,10 @@ def _same_effect(a, b, tol: float) -> bool:
 
 def compare(a: pd.DataFrame, b: pd.DataFrame, tol: float = 1e-9) -> pd.DataFrame:
     """One row per ledger row that differs: its key, ``what`` differs, and both sides'
-    verdicts and effects (``_a``, ``_b``)."""
+    verdicts and effects (``_a``, ``_b``). ``tol``: a finite relative difference >= 0."""
+    if isinstance(tol, bool) or not isinstance(tol, int | float) or not 0 <= tol < math.inf:
+        raise ValueError(f"tol must be a finite number >= 0 (a relative difference of "
+                         f"effects), got {tol!r}")
     ka, kb = _keyed(a), _keyed(b)
     rows = []
     for key in sorted(set(ka.index) | set(kb.index)):
@@ -65,15 +68,22 @@ def _fmt(x) -> str:
     return f"{x:+.3g}" if isinstance(x, float) else str(x)
 
 
+def where(r) -> str:
+    """A ledger row's key as a reader names it: ``e: batchnorm vs none``; a row over no
+    experiment (a claim a study did not measure, a study-wide row) says so rather than
+    printing an empty key (``[ vs none]``)."""
+    run = ": ".join(x for x in (r["experiment"], r["norm"]) if x)
+    run = run or "/".join(x for x in (r["dataset"], r["model"]) if x) or "no experiment"
+    return run + (f" vs {r['baseline']}" if r["baseline"] else "")
+
+
 def text(diff: pd.DataFrame, a: str, b: str) -> str:
     """The differences as lines a reader can scan."""
     if diff.empty:
         return f"no differences between {a} and {b}"
     lines = [f"{len(diff)} ledger row(s) differ between A = {a} and B = {b}:"]
     for _, r in diff.iterrows():
-        where = ": ".join(x for x in (r["experiment"], r["norm"]) if x)
-        vs = f" vs {r['baseline']}" if r["baseline"] else ""
-        lines.append(f"- {r['claim_id']} [{where}{vs}] ({r['what']}): "
+        lines.append(f"- {r['claim_id']} [{where(r)}] ({r['what']}): "
                      f"A {_fmt(r['verdict_a'])} {_fmt(r['effect_a'])} "
                      f"[{_fmt(r['ci_low_a'])}, {_fmt(r['ci_high_a'])}], "
                      f"B {_fmt(r['verdict_b'])} {_fmt(r['effect_b'])} "

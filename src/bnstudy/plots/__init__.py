@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from bnstudy import lazy
-from bnstudy.io import atomic_path
+from bnstudy.io import atomic_path, read_table  # the one reader: checksum verified
 from bnstudy.plots.colors import norm_color, norm_marker, norm_markers, norm_palette  # noqa: F401
 from bnstudy.plots.style import (  # noqa: F401 (re-exported: what plot modules draw with)
     FULL_WIDTH,
@@ -219,7 +219,7 @@ def render(name: str, tables: list[str], out: str, options: dict, experiment=Non
     """Draw family ``name`` from ``tables`` (restricted to ``experiment`` unless None) to
     ``out``."""
     family = get(name)
-    frames = [pd.read_parquet(t) for t in tables]
+    frames = [read_table(t) for t in tables]
     _save(family, _restrict(frames, experiment, tables), out, options)
 
 
@@ -242,7 +242,7 @@ def render_all(name: str, tables: list[str], outs: dict, options: dict) -> None:
     if len(set(paths)) != len(paths):
         raise ValueError(f"two experiments of figure family {name!r} share an output path: "
                          f"{paths}")
-    frames = [pd.read_parquet(t) for t in tables]
+    frames = [read_table(t) for t in tables]
     restricted = {e: _restrict(frames, e, tables) for e in outs}
     for experiment, out in outs.items():
         _save(family, restricted[experiment], out, options)
