@@ -206,9 +206,9 @@ def cmd_claims(a) -> None:
     ran = frames.get("training", pd.DataFrame(columns=["experiment", "seed"]))
     seeds = ran.groupby("experiment")["seed"].nunique().to_dict() if len(ran) else {}
     levels = sequential.interval_levels(a.plans, seeds, a.ci)
-    ledger = claims.evaluate(frames, level=a.ci, levels=levels)
+    ledger = claims.evaluate(frames, level=a.ci, levels=levels, setups=a.setup)
     hashes = [io.read_provenance(p).get("config_hash") for p in a.tables]
-    io.write_table(ledger, a.out, io.provenance(io.stable_hash([hashes, a.ci]), "cpu"))
+    io.write_table(ledger, a.out, io.provenance(io.stable_hash([hashes, a.ci, a.setup]), "cpu"))
     counts = ledger["verdict"].value_counts().to_dict()
     adjusted = ledger["adjusted_verdict"].value_counts().to_dict()
     log.info("claims ledger: %d rows, verdicts %s, adjusted (Holm) %s", len(ledger), counts,

@@ -124,6 +124,9 @@ def parser() -> argparse.ArgumentParser:
                    help='the replicated experiments\' planned rounds as JSON, {"<experiment>": '
                         '{"rounds": [...], "spending": ...}}: their rows are read at the level of '
                         'the look they stopped at')
+    s.add_argument("--setup", type=json_arg, default={},
+                   help="each experiment's setting as JSON (bnstudy.claims.deviations.setups), "
+                        "compared with each claim's paper protocol in the ledger's deviations")
     s.add_argument("--out", required=True, help="the claims ledger (.parquet)")
 
     s = sub.add_parser("replication-round", help="one replication round: the ledger of the "

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from bnstudy import analyses, measures, plots
-from bnstudy.claims import reads
+from bnstudy.claims import deviations, reads
 from bnstudy.codeversion import code_version
 from bnstudy.networks import norms
 from bnstudy.plan_figures import Figures
@@ -229,7 +229,8 @@ class Plan(Rounds, Figures, Resources):
         if kind == "aggregate" and name in self.tables:
             return ["--grid", self.table_grid(name)]
         if job == "claims":
-            return ["--plans", _json(self.plans())]
+            return ["--plans", _json(self.plans()),
+                    "--setup", _json(deviations.setups(self.config))]
         if job.startswith("round") and job[5:].isdigit() and int(job[5:]) < self.max_rounds:
             return self.round_arguments(int(job[5:]))
         if kind == "plot" and name in self.figures:

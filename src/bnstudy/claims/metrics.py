@@ -19,7 +19,8 @@ verdict rules). Each maps a table to one value per (experiment, dataset, model, 
   the table (the best observed; the log of 0 is not finite). The ledger gives the metric the
   compared pair's rows only (both arms of one experiment), so the replacement values come from
   that pair, never from another experiment or normalizer. NaN that is not a blow-up
-  (``beta_eff`` at a zero gradient, which is undefined) is left out.
+  (``beta_eff`` at a zero gradient, which is undefined) is left out. Only the checkpoints where
+  neither arm of the pair has converged enter (:mod:`bnstudy.claims.stage`), as for :func:`ics`.
 - :func:`final_train_loss`: ``log`` of the final training loss.
 - :func:`final_log`, :func:`final_percent`: a generalization column at each run's last
   checkpoint, as a log (losses, gamma^2) or a percentage (accuracies).
@@ -38,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from bnstudy import columns
+from bnstudy.claims import stage
 
 KEYS = ["experiment", "dataset", "model", "norm", "seed"]
 ICS_FLOOR = 1e-4
@@ -50,7 +52,8 @@ def per_run(df: pd.DataFrame, col: str, log: bool = False) -> pd.Series:
 
 
 def ics(df: pd.DataFrame) -> pd.Series:
-    d = columns.normalize("ics", df)  # position: layer_index (layer is the label, a string)
+    d = columns.normalize("ics", stage.matched(df, stage.LOSS["ics"]))
+    # position: layer_index (layer is the label, a string)
     d = d[d["layer_index"] != 1].copy() if "layer_index" in d else d
     d["ics"] = 1.0 - d["grad_cosine"]
     return np.log(per_run(d, "ics").clip(lower=0.0) + ICS_FLOOR)
@@ -98,7 +101,7 @@ def smooth(col: str, per: str | None = None) -> Callable[[pd.DataFrame], pd.Seri
     when given."""
 
     def metric(df: pd.DataFrame) -> pd.Series:
-        d = df.copy()
+        d = stage.matched(df, stage.LOSS["smoothness"]).copy()
         if col == "loss_variation":
             v = d["loss_max"] - d["loss_min"]
             blown = ~(np.isfinite(d["loss_max"]) & np.isfinite(d["loss_min"]))

@@ -1,0 +1,145 @@
+"""Each claim's paper protocol, the deviations the ledger writes from the config, stage-matched
+comparisons along training, and the one-sided noisy-BN rule (issue: verdicts at the papers'
+protocols)."""
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bnstudy.claims import deviations, ledger as claims, protocols, stage
+from bnstudy.config import study
+
+DLN_SETUP = {"dataset": {"kind": "gaussian_linear", "options": {"n_train": 1000, "dim": 10}},
+             "model": {"arch": "dln", "depth": 25, "init": "xavier"},
+             "training": {"lr": 0.001, "momentum": 0.0, "batch_size": "full", "steps": 1000,
+                          "checkpoints": [0, 1, 100, 500]},
+             "measures": {"smoothness": {"multipliers": [0.5, 4.0],
+                                         "multipliers_by_arch": {"dln": [0.01, 30.0]}}},
+             "norms": ["none", "batchnorm"]}
+
+
+def test_deviations_name_the_concrete_differences_in_the_papers_units():
+    out = deviations.deviations(protocols.SANTURKAR_DLN, DLN_SETUP, "smoothness")
+    assert out[0].startswith("lr 0.001 vs the paper's 0.01 (1e-6 on the summed squared error")
+    assert "1,000 of the paper's 10,000 steps" in out
+    assert "measured at steps 0, 1, 100, 500, not every step" in out
+    assert not any("probes" in d for d in out)  # the paper's [0.01, 30]
+    at_paper = copy.deepcopy(DLN_SETUP)
+    at_paper["training"].update(lr=0.01, steps=10_000)
+    at_paper["measures"]["smoothness"]["multipliers_by_arch"] = {"dln": [0.1, 30.0]}
+    out = deviations.deviations(protocols.SANTURKAR_DLN, at_paper, "smoothness")
+    assert not any(d.startswith("lr") or "steps" in d.split(",")[0] for d in out[:1])
+    assert "probes [0.1, 30] x lr vs the paper's [0.01, 30]" in out
+
+
+def test_another_model_and_data_are_named_against_the_papers():
+    star = {"dataset": {"kind": "star2d", "options": {"n_train": 200}},
+            "model": {"arch": "mlp", "depth": 6, "width": 64},
+            "training": {"lr": 0.05, "momentum": 0.9, "batch_size": 32, "steps": 600,
+                         "checkpoints": [0, 1, 50, 200]},
+            "measures": {"smoothness": {"multipliers": [0.5, 4.0]}}, "norms": ["none"]}
+    p = protocols.pick(protocols.SANTURKAR, "mlp", "star2d")
+    assert p is protocols.SANTURKAR_DLN  # neither matches: the first declared
+    out = deviations.deviations(protocols.SANTURKAR_VGG, star, "smoothness")
+    assert "200 points of a 2-D star, not CIFAR-10 without augmentation" in out
+    assert "mlp (depth 6, width 64), not a VGG" in out
+    assert "600 of the paper's 15,000 steps" in out
+    bb = deviations.deviations(protocols.BB_PARTITION[0], star)
+    assert "200 training points, not 50" in bb and "depth 6 vs the paper's 11" in bb
+
+
+def _shipped(path):
+    return deviations.setups(study.load([path]))
+
+
+@pytest.mark.parametrize("path", ["config/config.yaml", "config/studies/santurkar.yaml"])
+def test_the_shipped_dln_runs_at_the_papers_learning_rate(path):
+    setups = _shipped(path)
+    dln = {e: s for e, s in setups.items() if s["model"]["arch"] == "dln"
+           and "smoothness" in s["measures"]}
+    assert dln, path
+    lrs = sorted({s["training"]["lr"] for s in dln.values()})
+    assert 0.01 in lrs and min(lrs) <= 1e-3, lrs  # the paper's lr, and an lr axis below it
+    paper = [e for e, s in dln.items() if s["training"]["lr"] == 0.01]
+    for e in paper:
+        out = deviations.deviations(protocols.SANTURKAR_DLN, setups[e], "smoothness")
+        assert not any(d.startswith("lr ") for d in out), (e, out)
+
+
+def _smooth(loss_none, beta_bn, beta_none, seeds=4):
+    """A smoothness table: none's training loss per step ``loss_none`` (BN stays at 1)."""
+    rows = []
+    rng = np.random.default_rng(0)
+    for seed in range(seeds):
+        for step, ln in zip((0, 1, 50, 200), loss_none, strict=True):
+            for norm, loss, beta in (("none", ln, beta_none[step]), ("batchnorm", 1.0,
+                                                                     beta_bn[step])):
+                b = beta * (1 + 0.05 * rng.standard_normal())
+                rows.append({"experiment": "e", "dataset": "d", "model": "m", "norm": norm,
+                             "seed": seed, "step": step, "beta_eff": b, "grad_pred_max": b,
+                             "loss_min": loss, "loss_max": loss * (1 + b), "loss": loss,
+                             "grad_norm": 1.0})
+    return pd.DataFrame(rows)
+
+
+def test_an_interpolated_arm_is_not_compared_with_an_unconverged_one():
+    """none interpolates by step 50 (loss 1e-4 of its initial), where its landscape is flat
+    (beta 0.01) and BN's is not: averaging over every checkpoint calls BN rougher; at the
+    like-for-like checkpoints (0 and 1) BN is smoother, and the row says which it used."""
+    df = _smooth([2.0, 1.9, 2e-4, 1e-5], {0: 1.0, 1: 1.0, 50: 5.0, 200: 5.0},
+                 {0: 3.0, 1: 3.0, 50: 0.01, 200: 0.01})
+    by = claims.evaluate({"smoothness": df}).set_index("claim_id")
+    assert by.loc["beta_smooth", "verdict"] == "supported"
+    assert by.loc["beta_smooth", "effect"] == pytest.approx(np.log(1 / 3), abs=0.1)
+    assert "stage-matched: compared at steps 0, 1; step(s) 50, 200 dropped" in \
+        by.loc["beta_smooth", "note"]
+    # no arm converged: every checkpoint counts, no note
+    df = _smooth([2.0, 1.9, 1.0, 0.5], {0: 1.0, 1: 1.0, 50: 5.0, 200: 5.0},
+                 {0: 3.0, 1: 3.0, 50: 0.01, 200: 0.01})
+    by = claims.evaluate({"smoothness": df}).set_index("claim_id")
+    assert "stage-matched" not in str(by.loc["beta_smooth", "note"])
+    assert by.loc["beta_smooth", "verdict"] == "not supported"
+
+
+def test_a_diverged_run_is_not_converged():
+    df = pd.DataFrame({"experiment": "e", "norm": "none", "seed": 0, "step": [0, 1, 2],
+                       "loss": [1.0, np.inf, np.nan]})
+    assert not stage.converged(df, "loss").any()
+    assert len(stage.matched(df, "loss")) == 3
+
+
+def _training(noisy_over_bn):
+    rows = []
+    for seed in range(6):
+        for norm, loss in (("batchnorm", 0.1), ("noisy_batchnorm", 0.1 * noisy_over_bn)):
+            rows.append({"experiment": "e", "dataset": "d", "model": "m", "norm": norm,
+                         "seed": seed, "step": 100, "split": "train",
+                         "loss": loss * (1 + 0.02 * seed), "accuracy": 0.9})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("ratio, expected", [(0.5, "supported"), (1.0, "supported"),
+                                             (3.0, "not supported")])
+def test_noisy_bn_is_one_sided(ratio, expected):
+    """'Noisy BN does not hurt training': noisy BN training better (0.5x) supports it (the old
+    two-sided rule called it 'not supported')."""
+    by = claims.evaluate({"training": _training(ratio)}).set_index("claim_id")
+    assert by.loc["noisy_bn", "verdict"] == expected
+
+
+def test_every_measured_row_carries_its_protocol_and_deviations():
+    setups = {"e": DLN_SETUP}
+    df = _smooth([2.0, 1.9, 1.0, 0.5], {0: 1.0, 1: 1.0, 50: 5.0, 200: 5.0},
+                 {0: 3.0, 1: 3.0, 50: 0.01, 200: 0.01})
+    led = claims.evaluate({"smoothness": df, "training": _training(1.0)}, setups=setups)
+    measured = led[led["verdict"] != "not measured"]
+    assert len(measured) >= 4
+    assert (measured["deviations"].str.len() > 0).all()
+    assert measured["protocol"].str.contains("Santurkar").all()
+    row = led.set_index("claim_id").loc["beta_smooth"]
+    assert "lr 0.001 vs the paper's 0.01" in row["deviations"]
+    # without the setups (a replication round's ledger) the columns exist and are empty
+    led = claims.evaluate({"smoothness": df})
+    assert (led["deviations"] == "").all()
