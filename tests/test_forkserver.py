@@ -126,8 +126,8 @@ def test_exit_status_streams_and_working_directory_are_the_jobs(server, tmp_path
 def test_a_job_no_server_takes_runs_in_its_own_process(server, star_file, tmp_path, address):
     env = dict(server["env"])
     if address == "WRONG_TOKEN":
-        name = env[forkserver.ADDRESS].split(":")[0]
-        env[forkserver.ADDRESS] = f"{name}:not-the-token"
+        path = env[forkserver.ADDRESS].rpartition(":")[0]
+        env[forkserver.ADDRESS] = f"{path}:not-the-token"
     else:
         env[forkserver.ADDRESS] = address
     before = _served(server["log"])

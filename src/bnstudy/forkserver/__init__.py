@@ -9,25 +9,34 @@ job is start-up: ``import torch`` alone is 1.4 s on the 2-core reference machine
 those libraries and every package module, then listens on a Unix socket. A job's
 ``python -m bnstudy`` then only connects (:func:`delegate`, tens of milliseconds): it passes its
 arguments, working directory, environment and standard streams (the file descriptors
-themselves, so its log is its own); the server forks a child that runs the verb exactly as the
-job's own process would (:func:`bnstudy.cli.main`), and the job exits with the child's status,
-or is killed by the child's signal.
+themselves, so its log is its own); the server forks a child that takes on the job's process
+context and runs the verb exactly as the job's own process would (:func:`bnstudy.cli.main`),
+and the job exits with the child's status, or is killed by the child's signal.
 
 What does not change: each job is still a Snakemake job with its command, log, exit status,
 retries and rerun triggers, and its results are bitwise the same (``tests/test_forkserver.py``
 compares them). A job that no server takes runs in its own process as before: none running
-(``snakemake -n``, a job run by hand), not yet ready (its first seconds), or a refusal.
+(``snakemake -n``, a job run by hand), not yet ready (its first seconds), no reply within
+:data:`REPLY_TIMEOUT` seconds, or a refusal.
 
-Safety:
+Safety (``tests/test_forkserver_safety.py``):
 
 - Only for jobs Snakemake runs on this machine (``workflow.local_exec``). A cluster's jobs never
   get the server's address, so none escapes the scheduler's accounting, not even on a node that
   also runs Snakemake.
-- The socket is in Linux's abstract namespace (no file; gone with the server), named per
-  Snakemake process with a random part. The server serves only peers of its own user
-  (``SO_PEERCRED``) that present the random token :func:`start` puts in the jobs' environment,
-  run the same Python and import this same package (a ``--use-conda`` job's other interpreter
-  runs in its own process).
+- Nobody else can reach it: the socket is a file in a directory of its own that only its user
+  can enter (``mkdtemp``, mode 0700; removed when the server ends). At accept, before reading a
+  byte, the server checks the peer's user (``SO_PEERCRED``) and reads its process's context; it
+  then serves only a request that presents the random token :func:`start` puts in the jobs'
+  environment, from the same Python and this same package.
+- Nobody can stall it: requests are read without blocking, any number side by side, each
+  refused past :data:`MAX_REQUEST` bytes, :data:`REQUEST_DEADLINE` seconds or a malformed field;
+  a job whose request is not taken within :data:`REPLY_TIMEOUT` seconds runs in its own process,
+  and a child runs nothing until its job confirms it still wants it (no job runs twice).
+- A served job runs in its own process's context (:mod:`bnstudy.forkserver.context`): the child
+  takes its resource limits, umask, nice value and CPU affinity, and a job in other namespaces,
+  another cgroup or root, with other credentials, or whose ``PATH`` (and the like) differs from
+  the server's is refused, so programs such as ``git`` resolve as in its own process.
 - Fork safety: the server forks from its only Python thread and never computes with torch nor
   initialises CUDA (a child initialises its device itself). The helper threads that numpy's
   OpenBLAS and pyarrow's jemalloc start at import register their own fork handlers, as for
@@ -43,22 +52,30 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import time
 
 SWITCH = "BNSTUDY_FORKSERVER"  # 0, off, false or no: no server
-ADDRESS = "BNSTUDY_FORKSERVER_ADDRESS"  # "<socket name>:<token>", set by start() for the jobs
+ADDRESS = "BNSTUDY_FORKSERVER_ADDRESS"  # "<socket path>:<token>", set by start() for the jobs
 TOKEN = "BNSTUDY_FORKSERVER_TOKEN"  # the server's copy of the token
+SOCKET = "socket"  # the socket's name in the server's directory
 INT = struct.Struct("!i")
+MAX_REQUEST = 4 << 20  # bytes of a request's JSON (arguments and environment; Linux caps both)
+REQUEST_DEADLINE = 5.0  # seconds from accept to the request's last byte
+REPLY_TIMEOUT = 5.0  # seconds a job waits to be taken before it runs in its own process
+GO_TIMEOUT = 10.0  # seconds a child waits for its job to confirm before it ends unrun
 # Imported by the server before it serves: what the jobs' verbs import (and bnstudy's modules).
 PRELOAD = ("numpy", "torch", "pandas", "pyarrow.parquet", "scipy.stats", "matplotlib.pyplot",
            "seaborn")
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
               signal.SIGUSR2)
 _server: subprocess.Popen | None = None
+_directory: str | None = None
 
 
 def enabled() -> bool:
@@ -72,10 +89,26 @@ def identity() -> dict:
 
 
 # -- the Snakemake side ------------------------------------------------------------------------
+def private_directory() -> str | None:
+    """A new directory only this user can enter (mode 0700), short enough for a socket path
+    (Linux: 107 bytes); None if neither the temporary directory nor /tmp gives one."""
+    import tempfile
+
+    for parent in (tempfile.gettempdir(), "/tmp"):
+        try:
+            path = tempfile.mkdtemp(prefix="bnstudy-forkserver-", dir=parent)
+        except OSError:
+            continue
+        if len(os.fsencode(os.path.join(path, SOCKET))) <= 107:
+            return path
+        os.rmdir(path)
+    return None
+
+
 def start(local: bool, log: str) -> None:
     """Start the server for this Snakemake process's local jobs (nothing for a cluster's or when
     switched off); the server logs to ``log``."""
-    global _server
+    global _server, _directory
     if _server is not None:
         return
     os.environ.pop(ADDRESS, None)  # this run's server or none (not one this process inherited)
@@ -83,21 +116,27 @@ def start(local: bool, log: str) -> None:
         return
     import secrets
 
-    name = f"bnstudy-{os.getuid()}-{os.getpid()}-{secrets.token_hex(8)}"
-    token = secrets.token_hex(16)
+    directory = private_directory()
     os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
+    if directory is None:
+        with open(log, "a") as out:
+            print("no fork server: no private directory for its socket; every job runs in "
+                  "its own process", file=out)
+        return
+    token = secrets.token_hex(16)
     with open(log, "ab") as out:
         # a session of its own: a Ctrl-C in the terminal reaches the jobs, which forward it
         _server = subprocess.Popen(
-            [sys.executable, "-m", "bnstudy.forkserver.server", name, str(os.getpid())],
+            [sys.executable, "-m", "bnstudy.forkserver.server", directory, str(os.getpid())],
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             env={**os.environ, TOKEN: token}, start_new_session=True)
-    os.environ[ADDRESS] = f"{name}:{token}"
+    _directory = directory
+    os.environ[ADDRESS] = f"{os.path.join(directory, SOCKET)}:{token}"
 
 
 def stop() -> None:
     """End the server :func:`start` started (jobs started afterwards run in their own process)."""
-    global _server
+    global _server, _directory
     os.environ.pop(ADDRESS, None)
     if _server is None:
         return
@@ -107,7 +146,8 @@ def stop() -> None:
     except subprocess.TimeoutExpired:
         _server.kill()
         _server.wait()
-    _server = None
+    shutil.rmtree(_directory, ignore_errors=True)  # the server removes it; not when killed
+    _server = _directory = None
 
 
 # -- the job side ------------------------------------------------------------------------------
@@ -141,27 +181,34 @@ def _stdio() -> list[int]:
 
 def delegate(argv: list[str]) -> int | None:
     """Run ``python -m bnstudy ARGV`` in the server's child; its exit status, or None when no
-    server takes the job (the caller runs it itself). A child killed by a signal kills this
-    process with the same signal."""
+    server takes the job within :data:`REPLY_TIMEOUT` seconds (the caller runs it itself). A
+    child killed by a signal kills this process with the same signal."""
     address = os.environ.get(ADDRESS, "")
-    name, _, token = address.partition(":")
-    if not name or not enabled():
+    path, _, token = address.rpartition(":")
+    if not path or not enabled():
         return None
+    payload = json.dumps({"token": token, "argv0": sys.argv[0], "argv": list(argv),
+                          "cwd": os.getcwd(), "env": dict(os.environ), **identity()}).encode()
+    if len(payload) > MAX_REQUEST:
+        return None
+    deadline = time.monotonic() + REPLY_TIMEOUT
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.connect("\0" + name)
-        payload = json.dumps({"token": token, "argv0": sys.argv[0], "argv": list(argv),
-                              "cwd": os.getcwd(),
-                              "env": dict(os.environ), **identity()}).encode()
-        socket.send_fds(sock, [INT.pack(len(payload))], _stdio())
-        sock.sendall(payload)
+        sock.settimeout(REPLY_TIMEOUT)
+        sock.connect(path)
+        sock.settimeout(max(deadline - time.monotonic(), 0.001))
+        sock.sendall(INT.pack(len(payload)) + payload)
+        sock.settimeout(max(deadline - time.monotonic(), 0.001))
         kind, pid = _message(sock)
-    except (OSError, EOFError):  # no server (yet), or it went away before taking the job
-        sock.close()
+        if kind == b"P":  # the child runs nothing before this: from here on the job is the
+            socket.send_fds(sock, [b"G"], _stdio())  # child's, and this process waits for it
+    except (OSError, EOFError):  # no server (yet), too slow, or it went away: the child, if
+        sock.close()  # any, sees the connection close before "G" and ends without running
         return None
     if kind != b"P":
         sock.close()
         return None
+    sock.settimeout(None)
 
     def forward(signum, _frame):
         try:

@@ -1,30 +1,37 @@
 """The fork server itself (:mod:`bnstudy.forkserver` says what it is for and how it is kept
-safe): import once, then fork a child per job that becomes the job (its streams, working
-directory, environment and arguments) and runs :func:`bnstudy.cli.main`; report each child's
-exit status to its job.
+safe): import once, then take requests (:mod:`bnstudy.forkserver.intake`) and fork a child per
+job that becomes the job (:mod:`bnstudy.forkserver.child`); report each child's exit status to
+its job.
 
-    python -m bnstudy.forkserver.server NAME SNAKEMAKE_PID   # started by forkserver.start
+    python -m bnstudy.forkserver.server DIRECTORY SNAKEMAKE_PID   # by forkserver.start
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
-import json
 import os
-import select
+import selectors
 import signal
 import socket
-import struct
+import stat
 import sys
-import threading
 import time
-import traceback
 
-from bnstudy.forkserver import INT, PRELOAD, TOKEN, identity, recv_exact
+from bnstudy.forkserver import (
+    INT,
+    PRELOAD,
+    REQUEST_DEADLINE,
+    SOCKET,
+    TOKEN,
+    child,
+    context,
+    identity,
+    intake,
+)
+from bnstudy.forkserver.child import log, send
 
-
-def _log(msg: str) -> None:
-    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {msg}", flush=True)
+MAX_PENDING = 64  # requests being read at once; more are refused (those jobs run themselves)
 
 
 def _preload() -> None:
@@ -39,178 +46,184 @@ def _preload() -> None:
             (lazy.module(name)._lazy_load() if name.split(".")[0] in ("matplotlib", "seaborn")
              else importlib.import_module(name))
         except Exception as e:  # noqa: BLE001 - a job that needs it imports it (and fails) itself
-            _log(f"preload {name}: {type(e).__name__}: {e}")
+            log(f"preload {name}: {type(e).__name__}: {e}")
     skip = {"bnstudy.__main__", "bnstudy.forkserver.server"}  # the verb runner, this server
     for mod in pkgutil.walk_packages(bnstudy.__path__, "bnstudy."):
         if mod.name not in skip:
             try:
                 importlib.import_module(mod.name)
             except Exception as e:  # noqa: BLE001
-                _log(f"preload {mod.name}: {type(e).__name__}: {e}")
+                log(f"preload {mod.name}: {type(e).__name__}: {e}")
 
 
-def _request(conn: socket.socket, token: str) -> tuple[dict, list[int]] | str:
-    """The job's request and standard streams, or why it is refused."""
-    uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                              struct.calcsize("3i")))[1]
-    head, fds, _, _ = socket.recv_fds(conn, INT.size, 3)
-    try:
-        if len(head) < INT.size:
-            head += recv_exact(conn, INT.size - len(head))
-        req = json.loads(recv_exact(conn, INT.unpack(head)[0]))
-    except BaseException:
-        for fd in fds:
-            os.close(fd)
-        raise
-    ours = identity()
-    why = ("another user" if uid != os.getuid() else
-           "a wrong token" if not hmac.compare_digest(str(req.get("token")), token) else
-           "another Python or package" if {k: req.get(k) for k in ours} != ours
-           else "no standard streams" if len(fds) != 3 else None)
-    if why:
-        for fd in fds:
-            os.close(fd)
-        return why
-    return req, fds
+class Server:
+    """The listening socket, the requests being read, the children running (each with its
+    job's connection) and a pipe that signals wake."""
 
+    def __init__(self, directory: str, token: str) -> None:
+        st = os.lstat(directory)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise SystemExit(f"{directory} is not a directory only this user can enter")
+        self.path, self.token = os.path.join(directory, SOCKET), token
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(self.path)
+        os.chmod(self.path, 0o600)
+        self.listener.listen(128)
+        self.listener.setblocking(False)
+        self.wake_r, self.wake_w = os.pipe()
+        for fd in (self.wake_r, self.wake_w):
+            os.set_blocking(fd, False)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.listener, selectors.EVENT_READ)
+        self.selector.register(self.wake_r, selectors.EVENT_READ)
+        self.pending: dict[int, intake.Pending] = {}
+        self.children: dict[int, tuple[socket.socket, str]] = {}
 
-def _child(conn: socket.socket, req: dict, fds: list[int]) -> None:
-    """Become the job: its streams, directory, environment and arguments; run the verb; exit."""
-    code, done = 1, threading.Event()
-    try:
-        for i, fd in enumerate(fds):
-            os.dup2(fd, i)
-        for fd in fds:
-            if fd > 2:
-                os.close(fd)
-        os.chdir(req["cwd"])
-        os.environ.clear()
-        os.environ.update(req["env"])
-        sys.argv = [req["argv0"], *req["argv"]]
-        conn.sendall(b"P" + INT.pack(os.getpid()))
-        threading.Thread(target=_end_with_job, args=(conn, done), daemon=True).start()
-        code = _run(req["argv"])
-    except KeyboardInterrupt:  # a forwarded Ctrl-C ends the child as it ends Python
+    def step(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds (less if a request's deadline comes first), then take
+        what arrived: new connections, pieces of requests, ended children."""
+        now = time.monotonic()
+        if self.pending:
+            timeout = min(timeout, max(min(p.deadline for p in self.pending.values()) - now, 0))
+        for key, _ in self.selector.select(timeout):
+            if key.fileobj is self.listener:
+                self.accept()
+            elif key.fileobj == self.wake_r:
+                with contextlib.suppress(BlockingIOError):
+                    while os.read(self.wake_r, 512):
+                        pass
+            else:
+                self.read(key.fileobj)
+        now = time.monotonic()
+        for p in [p for p in self.pending.values() if p.deadline <= now]:
+            self.refuse(p, f"no whole request within {REQUEST_DEADLINE:g} s")
+        self.reap()
+
+    def accept(self) -> None:
+        """Every waiting connection: of another user, closed before a byte is read; of this
+        user, its process's context is read and its request is read as it arrives."""
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:  # out of file descriptors ...: the job runs itself
+                log(f"accept: {e}")
+                return
+            try:
+                pid, uid = intake.peer(conn)
+                if uid != os.getuid():
+                    raise intake.Refused(f"a connection of user id {uid}")
+                if pid == 0:
+                    raise intake.Refused("a process in another PID namespace")
+                if len(self.pending) >= MAX_PENDING:
+                    raise intake.Refused(f"more than {MAX_PENDING} requests at once")
+                job = context.read(pid)
+            except (intake.Refused, OSError, ValueError) as e:
+                log(f"refused a job: {e}")
+                conn.close()  # nothing read, nothing replied
+                continue
+            p = intake.Pending(conn, pid, job)
+            self.pending[p.fileno()] = p
+            self.selector.register(p, selectors.EVENT_READ)
+
+    def read(self, p: intake.Pending) -> None:
+        try:
+            req = p.read()
+            if req is None:
+                return None
+            own = context.read("self")
+            why = intake.check(req, p.context, hmac.compare_digest(req["token"], self.token),
+                               identity(), own)
+        except intake.Refused as e:
+            return self.refuse(p, str(e))
+        except Exception as e:  # noqa: BLE001 - no request ends the server
+            return self.refuse(p, f"a bad request ({type(e).__name__}: {e})")
+        if why:
+            return self.refuse(p, why)
+        try:
+            pid = self.fork(p, req, own)
+        except OSError as e:
+            return self.refuse(p, f"cannot fork ({e})")
+        self.drop(p)
+        verb = req["argv"][0] if req["argv"] else "(no verb)"
+        self.children[pid] = (p.conn, verb)
+        log(f"{verb} (pid {pid}) started")
+        return None
+
+    def drop(self, p: intake.Pending) -> None:
+        self.selector.unregister(p)
+        del self.pending[p.fileno()]
+
+    def refuse(self, p: intake.Pending, why: str) -> None:
+        log(f"refused a job: {why}")
+        self.drop(p)
+        with contextlib.suppress(OSError):
+            p.conn.send(b"R")
+        p.close()
+
+    def fork(self, p: intake.Pending, req: dict, own: dict) -> int:
+        """Fork the job's child (which never returns here); its pid."""
+        sys.stdout.flush()
         sys.stderr.flush()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-    except BaseException:  # noqa: BLE001 - reported as Python reports an uncaught exception
-        traceback.print_exc()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    done.set()  # the job closes its end once it has the status: not a reason to stop any more
-    try:
-        conn.sendall(b"S" + INT.pack(code))
-    except OSError:
-        pass
-    os._exit(code)
+        pid = os.fork()
+        if pid == 0:  # the child: never back into the server's code, whatever happens
+            try:
+                self.become(p, req, own)
+            finally:
+                os._exit(1)
+        return pid
 
-
-def _run(argv: list[str]) -> int:
-    from bnstudy.cli import main
-
-    try:
-        return main(argv) or 0
-    except SystemExit as e:  # what the interpreter makes of SystemExit
-        if e.code is None or isinstance(e.code, int):
-            return e.code or 0
-        print(e.code, file=sys.stderr)
-        return 1
-
-
-def _end_with_job(conn: socket.socket, done: threading.Event) -> None:
-    """The job sends nothing after its request: end of file before the child is done means the
-    job is gone (killed), and the child ends too."""
-    try:
-        conn.recv(1)
-    except OSError:
-        pass
-    if not done.is_set():
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _accept(listener: socket.socket, token: str, children: dict, own: tuple[int, ...]) -> None:
-    """Take one job: fork its child, or refuse it (the job then runs in its own process)."""
-    try:
-        conn, _ = listener.accept()
-    except OSError as e:
-        _log(f"accept: {e}")
-        return
-    try:
-        conn.settimeout(10)
-        got = _request(conn, token)
-    except (OSError, EOFError, ValueError) as e:
-        got = f"a bad request ({type(e).__name__}: {e})"
-    if isinstance(got, str):
-        _log(f"refused a job: {got}")
-        try:
-            conn.sendall(b"R")
-        except OSError:
-            pass
-        conn.close()
-        return
-    req, fds = got
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
+    def become(self, p: intake.Pending, req: dict, own: dict) -> None:
+        """In the job's child: close the server's descriptors, then be the job."""
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        for fd in (*own, listener.fileno(), *(c.fileno() for c, _ in children.values())):
-            os.close(fd)
-        conn.settimeout(None)
-        _child(conn, req, fds)
-    for fd in fds:
-        os.close(fd)
-    verb = req["argv"][0] if req["argv"] else "(no verb)"
-    children[pid] = (conn, verb)
-    _log(f"{verb} (pid {pid}) started")
+        self.selector.close()
+        os.close(self.wake_r)
+        os.close(self.wake_w)
+        for sock in (self.listener, *(c for c, _ in self.children.values())):
+            sock.close()
+        for other in self.pending.values():
+            if other is not p:
+                other.close()
+        child.become(p.conn, req, p.context, own)
 
-
-def serve(name: str, parent: int) -> None:
-    """Import, then serve jobs until the parent (Snakemake) is gone or sends SIGTERM."""
-    token = os.environ.pop(TOKEN)
-    _preload()
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind("\0" + name)
-    listener.listen(128)
-    wake_r, wake_w = os.pipe()
-    for fd in (wake_r, wake_w):
-        os.set_blocking(fd, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    children: dict[int, tuple[socket.socket, str]] = {}
-    _log(f"ready (pid {os.getpid()})")
-    while os.getppid() == parent:
-        ready, _, _ = select.select([listener, wake_r], [], [], 1.0)
-        if wake_r in ready:
-            while True:
-                try:
-                    os.read(wake_r, 512)
-                except BlockingIOError:
-                    break
-        if listener in ready:
-            _accept(listener, token, children, (wake_r, wake_w))
-        while children:
+    def reap(self) -> None:
+        while self.children:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                break
+                return
             if pid == 0:
-                break
-            conn, verb = children.pop(pid, (None, "?"))
+                return
+            conn, verb = self.children.pop(pid, (None, "?"))
             code = os.waitstatus_to_exitcode(status)
-            _log(f"{verb} (pid {pid}): exit {code}")
-            if conn is not None:
-                try:  # the child's own report came first when it exited normally
-                    conn.sendall(b"S" + INT.pack(code))
-                except OSError:
-                    pass
+            log(f"{verb} (pid {pid}): exit {code}")
+            if conn is not None:  # the child's own report came first when it exited normally
+                send(conn, b"S" + INT.pack(code))
                 conn.close()
-    _log("Snakemake is gone: stopping")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.dirname(self.path))
+
+
+def serve(directory: str, parent: int) -> None:
+    """Import, then serve jobs until the parent (Snakemake) is gone or sends SIGTERM."""
+    token = os.environ.pop(TOKEN)
+    _preload()
+    server = Server(directory, token)
+    signal.set_wakeup_fd(server.wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    log(f"ready (pid {os.getpid()})")
+    try:
+        while os.getppid() == parent:
+            server.step(1.0)
+        log("Snakemake is gone: stopping")
+    finally:
+        server.close()
 
 
 if __name__ == "__main__":
