@@ -75,7 +75,7 @@ CASES = [
     ("ics_negative_layer_out_of_range", _set("ics.layers", [-6]),
      ["ics.layers", "-6", "out of range"]),
     ("radii_nan", _set("partition_density.radii", [0.01, math.nan]),
-     ["partition_density", "radii", "nan", "positive finite"]),
+     ["partition_density.radii.1", "nan", "finite number"]),  # refused before any section
     ("analysis_option_unknown", _set("analyses.dannemann.stepz", 3),
      ["analyses.dannemann", "stepz", "valid"]),
     ("analysis_option_bad_value", _set("analyses.dannemann.steps", 0),

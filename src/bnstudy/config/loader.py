@@ -1,9 +1,11 @@
 """Reading a study's config files strictly and checking them against the JSON schema.
 
-:func:`read_yaml` rejects a key given twice in one mapping (plain YAML keeps the last silently)
-and names the file, line and column of a syntax error; :func:`validate_schema` checks a config
-against ``workflow/schemas/config.schema.yaml``, fills in its defaults, and reports the first
-error as one paragraph (key path, bad value, what is allowed) instead of the schema and config.
+:func:`read_yaml` rejects a key given twice in one mapping (plain YAML keeps the last silently),
+a file of more than :data:`MAX_VALUES` values with its aliases expanded, and text that is not
+UTF-8, and names the file, line and column of a syntax error; :func:`validate_schema` checks a
+config against ``workflow/schemas/config.schema.yaml``, fills in its defaults, and reports the
+first error as one paragraph (key path, bad value, what is allowed) instead of the schema and
+config.
 Every failure is a :class:`ConfigError`; :func:`or_exit` turns one into a short message and exit
 status 1. :mod:`bnstudy.config.study` adds the checks a schema cannot express.
 """
@@ -16,6 +18,9 @@ from pathlib import Path
 
 import yaml
 
+from bnstudy.config import paths
+from bnstudy.config.schema_errors import allowed, bad_value, key_path
+
 # shipped with the package (workflow/schemas/config.schema.yaml links here), so an installed
 # package checks configs without the repository around it
 SCHEMA = Path(__file__).resolve().with_name("schema.yaml")
@@ -23,6 +28,9 @@ SCHEMA = Path(__file__).resolve().with_name("schema.yaml")
 # (re.fullmatch, never ``$``, which also matches before a final newline).
 NAME = re.compile(r"[A-Za-z0-9_]+")
 MAX_EXTENDS = 32  # the longest ``extends:`` chain, in files (a deeper one is an error)
+# the most values (mappings, lists, keys and scalars) one config file may hold, its YAML aliases
+# (*name) and merge keys (<<) expanded: an "alias bomb" of a few lines holds billions
+MAX_VALUES = 100_000
 SECTIONS = ("datasets", "models", "trainings", "experiments")  # whose entries may be swept
 
 
@@ -55,17 +63,52 @@ class _StrictLoader(yaml.SafeLoader):
             seen[key] = mark.line + 1
         return super().construct_mapping(node, deep)
 
+    def construct_document(self, node):
+        """The document, once its size with aliases expanded is at most :data:`MAX_VALUES`
+        (counted on the parsed nodes, before anything is built)."""
+        if yaml_values(node, MAX_VALUES) > MAX_VALUES:
+            raise ConfigError(f"{self.name}: holds more than {MAX_VALUES:,} values with its YAML "
+                              f"aliases (*name) and merge keys (<<) expanded; allowed: at most "
+                              f"{MAX_VALUES:,} (fewer aliases of aliases)")
+        return super().construct_document(node)
+
+
+def yaml_values(node, cap: int) -> int:
+    """How many values the YAML ``node`` holds with every alias expanded (each shared node
+    counted where it is used), counting stops past ``cap``; linear in the distinct nodes."""
+    memo: dict[int, int] = {}
+
+    def size(n) -> int:
+        if id(n) not in memo:
+            memo[id(n)] = cap + 1  # a node inside itself (a recursive alias) counts as too many
+            total = 1
+            for child in (n.value if isinstance(n, yaml.SequenceNode) else
+                          [x for pair in n.value for x in pair]
+                          if isinstance(n, yaml.MappingNode) else ()):
+                total += size(child)
+                if total > cap:
+                    break
+            memo[id(n)] = min(total, cap + 1)
+        return memo[id(n)]
+
+    return size(node)
+
 
 def read_yaml(path: str | Path) -> dict:
     """A config file's content; a ConfigError names a missing file, a YAML syntax error's line
     and column, or a duplicate key."""
     path = Path(path)
-    if not path.is_file():
-        fail("", f"config file {str(path)!r} does not exist" + (
+    problem = paths.link_problem(path)
+    if problem or not path.is_file():
+        fail("", f"config file {str(path)!r} " + (problem or "does not exist") + (
             " (it is a directory)" if path.is_dir() else ""))
     try:
         with open(path, encoding="utf-8") as fh:
             cfg = yaml.load(fh, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+    except UnicodeDecodeError:
+        fail("", f"{path}: {_not_utf8(path.read_bytes())}")
+    except RecursionError:
+        fail("", f"{path}: nested too deeply to read; allowed: a config of fewer nested levels")
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -78,9 +121,22 @@ def read_yaml(path: str | Path) -> dict:
     return cfg
 
 
-def check_files(paths) -> list[dict]:
+def _not_utf8(raw: bytes) -> str:
+    """Where ``raw`` (a file's bytes) stops being UTF-8 text, in words."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        column = e.start - raw.rfind(b"\n", 0, e.start)
+        return (f"line {line}, column {column}: byte {raw[e.start]:#04x} is not UTF-8 text; "
+                "allowed: a config file saved as UTF-8 (convert it, e.g. iconv -f latin1 -t "
+                "utf-8)")
+    return "not UTF-8 text; allowed: a config file saved as UTF-8"
+
+
+def check_files(files) -> list[dict]:
     """Each config file read strictly (Snakemake's own loader keeps the last of duplicate keys)."""
-    return [read_yaml(p) for p in paths]
+    return [read_yaml(p) for p in files]
 
 
 # -- extends: -----------------------------------------------------------------------------------
@@ -113,10 +169,11 @@ def overlay(base: dict, over: dict) -> dict:
 
 def read_study(path: str | Path, _chain: tuple = ()) -> dict:
     """A config file read strictly, with its ``extends: <file>`` chain resolved: the named file
-    (relative to the extending file's folder) is read the same way and this file laid over it
-    (:func:`overlay`). A missing file, a cycle or a bad ``extends`` value is a ConfigError
-    naming the file and key, as is a chain of more than :data:`MAX_EXTENDS` files, and a
-    setting this file gives that a sweep it extends overrides (:func:`check_swept_overrides`)."""
+    (relative to the extending file's folder; ``~`` expanded) is read the same way and this file
+    laid over it (:func:`overlay`). A missing file, a link loop, a cycle or a bad ``extends``
+    value is a ConfigError naming the file and key, as is a chain of more than
+    :data:`MAX_EXTENDS` files, and a setting this file gives that a sweep it extends overrides
+    (:func:`check_swept_overrides`)."""
     path = Path(path)
     if len(_chain) >= MAX_EXTENDS:
         fail("", f"{path}: extends: the chain from {str(_chain[0])!r} is more than {MAX_EXTENDS} "
@@ -128,7 +185,10 @@ def read_study(path: str | Path, _chain: tuple = ()) -> dict:
     if not isinstance(ext, str) or not ext.strip():
         fail("", f"{path}: extends: got {ext!r}; allowed: the path of another study file, "
                  "relative to this file's folder")
-    target = (path.parent / ext).resolve()
+    problem = paths.link_problem(path.parent / paths.expand(ext))
+    if problem:
+        fail("", f"{path}: extends: {ext!r}: {problem}; allowed: the path of another study file")
+    target = (path.parent / paths.expand(ext)).resolve()
     chain = (*_chain, path.resolve())
     if target in chain:
         fail("", f"{path}: extends: {ext!r} is a cycle ("
@@ -179,62 +239,6 @@ def check_swept_overrides(merged: dict, over: dict, path) -> None:
 
 # -- the JSON schema ----------------------------------------------------------------------------
 
-def _key_path(parts) -> str:
-    return ".".join(str(p) for p in parts) or "(top level)"
-
-
-def _allowed(error) -> str:
-    """What the failed schema keyword allows, in words."""
-    kw, val, sch = error.validator, error.validator_value, error.schema
-    if kw == "additionalProperties":
-        return f"the keys {sorted(sch.get('properties', {}))}" if "properties" in sch \
-            else "no further keys"
-    if kw == "required":
-        return f"the keys {val} are required"
-    if kw == "enum":
-        return "one of " + ", ".join(map(repr, val))
-    if kw == "const":
-        return repr(val)
-    if kw == "type":
-        return f"a value of type {val}"
-    if kw in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
-        op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=",
-              "exclusiveMaximum": "<"}[kw]
-        return f"a number {op} {val}"
-    if kw in ("anyOf", "oneOf"):
-        return " or ".join(_describe(s) for s in val)
-    if kw == "pattern":
-        return sch.get("description") or f"text matching {val}"
-    if kw == "propertyNames":
-        return f"names matching {sch['propertyNames'].get('pattern', sch['propertyNames'])}"
-    if kw in ("minItems", "maxItems", "minProperties", "uniqueItems", "multipleOf", "not"):
-        return f"{kw} {val}"
-    return f"{kw}: {val}"
-
-
-def _describe(s: dict) -> str:
-    if "const" in s:
-        return repr(s["const"])
-    if "enum" in s:
-        return "one of " + ", ".join(map(repr, s["enum"]))
-    bits = [s.get("type", "value")]
-    for kw, op in (("minimum", ">="), ("exclusiveMinimum", ">")):
-        if kw in s:
-            bits.append(f"{op} {s[kw]}")
-    return " ".join(map(str, bits))
-
-
-def _bad_value(error) -> str:
-    if error.validator == "additionalProperties":
-        known = set(error.schema.get("properties", {}))
-        extra = sorted(k for k in error.instance if k not in known)
-        return f"unknown key(s) {extra}"
-    if error.validator == "required":
-        return error.message
-    text = repr(error.instance)
-    return "got " + (text if len(text) <= 80 else text[:77] + "...")
-
-
 def validate_schema(cfg: dict, schema: str | Path = SCHEMA,
                     sections: dict[str, dict] | None = None,
                     dataset_kinds: list[str] | None = None,
@@ -266,7 +270,7 @@ def validate_schema(cfg: dict, schema: str | Path = SCHEMA,
             deepest = max(error.context, key=lambda e: len(e.absolute_path))
             if len(deepest.absolute_path) > len(error.absolute_path):
                 error = deepest
-        fail(_key_path(error.absolute_path), f"{_bad_value(error)}; allowed: {_allowed(error)}")
+        fail(key_path(error.absolute_path), f"{bad_value(error)}; allowed: {allowed(error)}")
     return cfg
 
 

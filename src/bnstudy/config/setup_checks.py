@@ -1,11 +1,13 @@
 """What a study's jobs would find out only when they run, checked before any job.
 
-- :func:`check_results`: the results directory exists as a directory or can be created (a
-  directory made and removed at once in its nearest existing parent shows it);
+- :func:`check_results`: the results directory (``~`` expanded in place) exists as a directory or
+  can be created (a directory made and removed at once in its nearest existing parent shows
+  it); no symbolic link on its way is a loop or dangling, no name in it too long
+  (:mod:`bnstudy.config.paths`);
 - :func:`check_datasets`: every dataset's ``seed`` fits the data split's generator
   (:data:`MAX_DATA_SEED`: scikit-learn and NumPy take 32-bit seeds); a real dataset's
-  ``data_dir`` is no file; with ``download`` off and jobs on this machine, its files are there
-  (:func:`missing_files` names the missing ones);
+  ``data_dir`` (``~`` expanded in place) is no file nor a broken link; with ``download`` off
+  and jobs on this machine, its files are there (:func:`missing_files` names the missing ones);
 - :func:`check_training_on_data`: a training's epoch milestones fall inside the run on its
   dataset, and ``augment`` runs on image inputs only;
 - :func:`check_plots`: ``plots.palette`` is a palette seaborn knows.
@@ -20,6 +22,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from bnstudy.config import paths
 from bnstudy.config.loader import fail
 
 MAX_DATA_SEED = 2**32 - 1  # numpy.random.RandomState / scikit-learn's random_state
@@ -27,7 +30,16 @@ REAL_KINDS = ("mnist", "cifar10", "cifar100", "svhn")
 
 
 def check_results(cfg: dict) -> None:
+    cfg["results"] = paths.expand(cfg["results"])  # "~/x": the home folder's x, not ./~/x
     r = Path(cfg["results"])
+    problem = paths.link_problem(r)
+    if problem:
+        fail("results", f"{str(r)!r}: {problem}; allowed: a directory path whose links lead to "
+                        "a directory (fix or remove the link)")
+    long = paths.long_part(r)
+    if long:
+        fail("results", f"{str(r)!r}: the name {long[:24]!r}... is {len(long)} characters long; "
+                        f"allowed: file and folder names of at most {paths.NAME_MAX} bytes")
     for p in (r, *r.parents):
         if p.exists() and not p.is_dir():
             fail("results", f"{str(r)!r}: {str(p)!r} is an existing file, not a directory; "
@@ -75,7 +87,13 @@ def check_datasets(cfg: dict, local: bool) -> None:
                                                   "split's generator)")
         if ds["kind"] not in REAL_KINDS:
             continue
+        if isinstance(opts.get("data_dir"), str) and opts["data_dir"].startswith("~"):
+            opts["data_dir"] = paths.expand(opts["data_dir"])  # the home folder's, not ./~
         data_dir = Path(opts.get("data_dir", "data"))
+        problem = paths.link_problem(data_dir)
+        if problem:
+            fail(f"datasets.{name}.options.data_dir", f"{problem}; allowed: a directory path "
+                 "whose links lead to a directory (fix or remove the link)")
         if data_dir.exists() and not data_dir.is_dir():
             fail(f"datasets.{name}.options.data_dir", f"{str(data_dir)!r} is a file; allowed: "
                                                       "a directory holding the dataset's files")

@@ -38,12 +38,15 @@ RESERVED_EXPERIMENTS = ("study",)  # figures/study/ holds the study-wide figures
 def load(paths, overrides: dict | None = None) -> dict:
     """The flat config of study files: each read strictly with its ``extends:`` chain
     (:func:`read_study`), merged in order as Snakemake merges ``--configfile`` files, then
-    ``overrides`` (Snakemake's ``--config``) merged in, then the sweeps expanded
+    ``overrides`` (Snakemake's ``--config``) merged in and bounded
+    (:func:`bnstudy.config.bounds.check_tree`), then the sweeps expanded
     (:func:`bnstudy.config.sweeps.expand`)."""
-    from bnstudy.config import sweeps
+    from bnstudy.config import bounds, sweeps
 
     record: dict = {}
-    flat = sweeps.expand(merged([*(read_study(p) for p in paths), dict(overrides or {})]), record)
+    raw = merged([*(read_study(p) for p in paths), dict(overrides or {})])
+    bounds.check_tree(raw, variants=True)  # its size, keys and numbers, before anything is built
+    flat = sweeps.expand(raw, record)
     axes = sweeps.experiment_axes(flat, record)
     if axes:
         flat["sweep_axes"] = axes
@@ -215,18 +218,21 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
     it at the start of each train job instead).
     """
     from bnstudy import analyses, data, plan_resources
-    from bnstudy.config import model_checks, setup_checks
+    from bnstudy.config import bounds, model_checks, setup_checks
     from bnstudy.networks import models
     from bnstudy.train import loop as training
 
     if not isinstance(cfg, dict):
         fail("", f"the config must be a mapping of settings, got {type(cfg).__name__}")
+    bounds.check_tree(cfg)  # its size, text keys, finite numbers; then the names' lengths
+    bounds.check_names(cfg)
     # the measures' sections, the dataset kinds and the models' and trainings' keys are
     # declared by their own classes and registries, and generated into the schema here
     validate_schema(cfg, schema, measure_sections(), data.kinds(), entry_schemas())
     setup_checks.check_results(cfg)
     _device(cfg, local)
     sizes = _datasets(cfg)
+    bounds.check_datasets(cfg)  # numbers each generated dataset holds, before any is made
     setup_checks.check_datasets(cfg, local)
     setup_checks.check_plots(cfg)
     model_cfgs = _typed("models", cfg["models"], models.ModelConfig.from_dict,
@@ -240,6 +246,7 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
         except ValueError as e:
             fail(f"analyses.{name}", str(e))
     mopts = _measure_options(cfg)
+    bounds.check_memory_budgets(cfg)
     plan_resources.check(cfg)  # the resources: section names rules and valid requests
     _replication(cfg)
     _experiments(cfg, sizes, model_cfgs, train_cfgs, mopts)
@@ -247,8 +254,10 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
 
 
 def _replication(cfg: dict) -> None:
-    """Each replication policy parses, and an experiment declares no more seeds than its
-    first round holds (the rounds add the next integers above them)."""
+    """Each replication policy parses, an experiment declares no more seeds than its first
+    round holds (the rounds add the next integers above them), and its seeds and rounds stay
+    within ``limits.seeds`` (:func:`bnstudy.config.bounds.check_seeds`)."""
+    from bnstudy.config import bounds
     from bnstudy.replication import policy as replication
 
     try:
@@ -256,10 +265,23 @@ def _replication(cfg: dict) -> None:
     except ValueError as err:
         where, _, why = str(err).partition(": ")
         fail(where, why)
+    cap = bounds.limit(cfg, "seeds")
+    for name, e in cfg["experiments"].items():
+        bounds.check_seeds(f"experiments.{name}.seeds", len(e["seeds"]), "lists", cap)
     for name, policy in found.items():
         e = cfg["experiments"][name]
+        own = isinstance(e.get("replication"), dict)
+        bounds.check_seeds(f"experiments.{name}.replication" if own else "replication",
+                           policy.rounds[-1], f"the last round of experiment {name!r} (rounds "
+                           f"{_short_list(policy.rounds)}) runs", cap)
         if len(e["seeds"]) > policy.rounds[0]:
             fail(f"experiments.{name}.seeds",
                  f"{len(e['seeds'])} seeds {e['seeds']} are more than the first replication "
                  f"round holds ({policy.rounds[0]}, rounds {list(policy.rounds)}); allowed: at "
                  f"most {policy.rounds[0]} (the rounds add the next seeds above them)")
+
+
+def _short_list(values) -> str:
+    """A list in words, its middle left out past six items."""
+    v = list(values)
+    return str(v) if len(v) <= 6 else f"[{v[0]}, {v[1]}, ..., {v[-2]}, {v[-1]}]"
