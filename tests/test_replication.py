@@ -162,3 +162,30 @@ def test_a_round_whose_ledger_has_no_measured_row_stops_the_experiment(tmp_path)
     assert list(df["experiment"]) == ["e"] and list(df["continue"]) == [False]
     empty = pd.DataFrame({"claim_id": ["x"], "verdict": ["not measured"]})
     assert list(rounds.seed_counts(empty)) == [0.0]
+
+
+@pytest.mark.workflow
+def test_a_replicated_study_with_no_measured_row_completes(tmp_path_factory):
+    """Issue 34, end to end: ``replication: {rounds: [2, 3]}`` on the only experiment of a study
+    whose ledger measures nothing (training only, no measure, no analysis) failed in
+    replication_round after training; the study now completes, stopping at round 0."""
+    import json
+
+    import harness
+
+    from bnstudy import io
+
+    source = harness.snapshot(tmp_path_factory)
+    cfg = harness.only_experiments(harness.tiny_config(source), "dln")
+    cfg["analyses"] = {}
+    cfg["experiments"]["dln"].update(seeds=[0, 1], measures=[],
+                                     replication={"rounds": [2, 3]})
+    project = harness.copy_project(tmp_path_factory.mktemp("unmeasured") / "project",
+                                   source=source, config=cfg)
+    harness.snakemake(project, "--cores", "2")
+    results = project / "results"
+    ledger = io.read_table(results / "tables" / "claims.parquet")
+    assert set(ledger["verdict"]) == {"not measured"}
+    (record,) = [json.loads(p.read_text()) for p in (results / "rounds").glob("round*.json")]
+    assert record["experiments"]["dln"]["continue"] is False
+    assert (results / "report.html").is_file()
