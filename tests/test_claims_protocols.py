@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bnstudy.claims import deviations, ledger as claims, protocols, stage
+from bnstudy.claims import deviations, protocols, stage
+from bnstudy.claims import ledger as claims
 from bnstudy.config import study
 
 DLN_SETUP = {"dataset": {"kind": "gaussian_linear", "options": {"n_train": 1000, "dim": 10}},
@@ -24,7 +25,7 @@ def test_deviations_name_the_concrete_differences_in_the_papers_units():
     out = deviations.deviations(protocols.SANTURKAR_DLN, DLN_SETUP, "smoothness")
     assert out[0].startswith("lr 0.001 vs the paper's 0.01 (1e-6 on the summed squared error")
     assert "1,000 of the paper's 10,000 steps" in out
-    assert "measured at steps 0, 1, 100, 500, not every step" in out
+    assert "measured at steps 0, 1, 100, 500 and the last, not every step" in out
     assert not any("probes" in d for d in out)  # the paper's [0.01, 30]
     at_paper = copy.deepcopy(DLN_SETUP)
     at_paper["training"].update(lr=0.01, steps=10_000)
@@ -143,3 +144,27 @@ def test_every_measured_row_carries_its_protocol_and_deviations():
     # without the setups (a replication round's ledger) the columns exist and are empty
     led = claims.evaluate({"smoothness": df})
     assert (led["deviations"] == "").all()
+
+
+def test_absolute_quantities_beside_and_the_lr_axis_in_words():
+    setups = {}
+    frames = []
+    for e, lr, (bn, none) in (("lo", 0.001, (3.0, 1.0)), ("hi", 0.01, (1.0, 3.0))):
+        setups[e] = copy.deepcopy(DLN_SETUP)
+        setups[e]["training"]["lr"] = lr
+        df = _smooth([2.0, 1.9, 1.0, 0.5], {s: bn for s in (0, 1, 50, 200)},
+                     {s: none for s in (0, 1, 50, 200)})
+        frames.append(df.assign(experiment=e))
+    led = claims.evaluate({"smoothness": pd.concat(frames)}, setups=setups)
+    by = led.set_index(["claim_id", "experiment"])
+    assert by.loc[("beta_smooth", "hi"), "verdict"] == "supported"
+    assert by.loc[("beta_smooth", "lo"), "verdict"] == "not supported"
+    note = "along the lr axis: not supported at lr 0.001; supported at lr 0.01"
+    assert note in by.loc[("beta_smooth", "hi"), "note"]
+    assert note in by.loc[("beta_smooth", "lo"), "note"]
+    # loss range loss x b: BN's loss stays 1, none's is [2, 1.9, 1, .5] over the checkpoints
+    expected = np.log(1 / 3) - np.mean(np.log([2.0, 1.9, 1.0, 0.5]))
+    assert by.loc[("lipschitz", "hi"), "absolute_effect"] == pytest.approx(expected, abs=0.05)
+    assert by.loc[("lipschitz", "hi"), "effect"] == pytest.approx(np.log(1 / 3), abs=0.05)
+    assert by.loc[("beta_smooth", "hi"), "absolute_effect"] == pytest.approx(
+        by.loc[("beta_smooth", "hi"), "effect"])

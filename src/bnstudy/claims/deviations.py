@@ -106,7 +106,7 @@ def deviations(p: Protocol, setup: dict, table: str = "") -> list[str]:
                    f"[{p.probes[0]:g}, {p.probes[1]:g}]")
     cps = t.get("checkpoints")
     if "every training step" in p.where and cps:
-        out.append(f"measured at steps {', '.join(map(str, cps))}, not every step")
+        out.append(f"measured at steps {', '.join(map(str, cps))} and the last, not every step")
     return out
 
 

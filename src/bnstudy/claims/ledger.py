@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bnstudy.claims import deviations, multiplicity, power, stage
+from bnstudy.claims import beside, deviations, multiplicity, power, stage
 from bnstudy.claims import jitter as cj
 from bnstudy.claims import metrics as cm
 from bnstudy.claims import protocols as P
@@ -265,5 +265,7 @@ def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95,
     tables = {c.key: c.table for c in CLAIMS}
     ledger = stage.add_notes(ledger, frames, tables)
     ledger = deviations.add_columns(ledger, {c.key: c.protocol for c in CLAIMS}, tables, setups)
+    ledger = beside.add_absolute(ledger, frames)
     rules = {c.key: (c.rule, c.margin) for c in CLAIMS}
-    return multiplicity.adjust(power.add_columns(ledger, level, rules), level, rules)
+    ledger = multiplicity.adjust(power.add_columns(ledger, level, rules), level, rules)
+    return beside.add_lr_notes(ledger, setups)

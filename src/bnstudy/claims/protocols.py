@@ -73,6 +73,9 @@ def pick(protocols: tuple[Protocol, ...], arch: str | None, kind: str | None) ->
 
 
 # -- Santurkar et al. 2018, App. A ---------------------------------------------------------
+DECIDES = ("the paper's loss range, gradient l2 change and beta_eff along the gradient (the "
+           "ledger's absolute_effect); its lipschitz and grad_pred rows decide on the first two "
+           "relative to the point's own loss and gradient norm, so that training stages compare")
 SANTURKAR_DLN = Protocol(
     "Santurkar App. A (Figs. 5, 10)", ("gaussian_linear",),
     "Gaussian inputs, 1000 samples, y = Ax with A 10x10", ("dln",), "a 25-layer deep linear "
@@ -80,13 +83,13 @@ SANTURKAR_DLN = Protocol(
     lr=1e-2, lr_paper="1e-6 on the summed squared error over 1000 samples x 10 outputs",
     momentum=0.0, batch_size="full", steps=10_000, probes=(0.01, 30.0),
     where="at every training step, probes [1/100, 30] x lr along the gradient",
-    decides="the loss range, gradient l2 change and beta_eff along the gradient")
+    decides=DECIDES)
 SANTURKAR_VGG = Protocol(
     "Santurkar App. A (Figs. 1-4)", ("cifar10",), "CIFAR-10 without augmentation", ("vgg",),
     "a VGG", optimizer="SGD", lr=0.1, lr_paper="0.1 on the mean cross-entropy",
     batch_size=128, steps=15_000, probes=(0.5, 4.0),
     where="at every training step, probes [1/2, 4] x lr along the gradient",
-    decides="the loss range, gradient l2 change and beta_eff along the gradient")
+    decides=DECIDES)
 SANTURKAR = (SANTURKAR_DLN, SANTURKAR_VGG)
 SANTURKAR_NOISY = (Protocol(
     "Santurkar §2.1 (Fig. 2)", ("cifar10",), "CIFAR-10 without augmentation", ("vgg",),
