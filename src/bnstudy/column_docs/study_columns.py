@@ -97,7 +97,19 @@ COLUMNS = {
         "role": "`test`, `implementation check` or `beyond the paper`",
         "curve": "Luo rows: the closed form and constant compared with",
         "verdict": "`supported`, `not supported`, `inconclusive` or `not measured`",
-        "note": "why a row is not measured; collapsed or diverged runs, schedule confounds",
+        "note": "why a row is not measured; collapsed or diverged runs, schedule confounds; "
+                "the checkpoints a stage-matched row used (bnstudy.claims.stage); a verdict's "
+                "course along an lr axis",
+        "protocol": "the paper's setting the claim was made in, in words "
+                    "(bnstudy.claims.protocols)",
+        "deviations": "where the row's experiment departs from that protocol, '; '-separated, "
+                      "generated from the study config (bnstudy.claims.deviations); empty when "
+                      "the ledger was built without the config (a replication round)",
+        "absolute_effect": "smoothness rows: the paired log ratio of the paper's absolute "
+                           "quantity (loss range, gradient l2 change, beta_eff) on the same "
+                           "runs and checkpoints",
+        "absolute_ci_low": "lower end of absolute_effect's interval at `interval_level`",
+        "absolute_ci_high": "upper end of absolute_effect's interval at `interval_level`",
         "experiment": "the experiment whose runs the row compares",
         "dataset": "that experiment's dataset",
         "model": "that experiment's model",
