@@ -16,6 +16,7 @@ from bnstudy.cli_results import (
     cmd_compare,
     cmd_ledger,
     cmd_list,
+    cmd_ship,
     cmd_variance,
 )
 
@@ -105,8 +106,8 @@ def cmd_train(a) -> None:
     from bnstudy.train.spec import RunSpec
 
     spec = RunSpec.parse(a.spec, source="--spec")  # typed from here on
-    binding.check_outputs([a.out_history, a.out_checkpoints], binding.run_place(
-        spec.experiment, spec.norm, spec.seed))
+    binding.check_outputs([a.out_history, a.out_checkpoints, *([a.resume] if a.resume else [])],
+                          binding.run_place(spec.experiment, spec.norm, spec.seed))
     training.resolve_device(a.device)
     _set_threads(a.threads)
     ds = data.load(a.data)
@@ -262,7 +263,7 @@ COMMANDS = {"list": cmd_list, "check": cmd_check, "verify": cmd_verify,
             "replication-round": cmd_replication_round,
             "replication-table": cmd_replication_table,
             "plot": cmd_plot, "report": cmd_report, "variance": cmd_variance,
-            "compare": cmd_compare}
+            "compare": cmd_compare, "ship": cmd_ship}
 
 
 def main(argv: list[str] | None = None) -> int:

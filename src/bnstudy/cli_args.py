@@ -152,6 +152,14 @@ def parser() -> argparse.ArgumentParser:
                    "(default, without --readme: the results directory of config/config.yaml)")
     s.add_argument("--readme", help="Markdown file whose <!-- ledger: DIR --> blocks (and "
                    "<!-- counts: CONFIG DIR --> blocks: bnstudy.study_counts) to rewrite")
+    s.add_argument("--check", action="store_true", help="with --readme: rewrite nothing, exit "
+                   "1 when the blocks differ from what the ledgers and configs give")
+
+    s = sub.add_parser("ship", help="copy a finished study's ledger, rounds and report (not "
+                       "its runs) into a tracked folder such as studies/<name>/ "
+                       "(bnstudy.report.ship)")
+    s.add_argument("results", help="the study's results directory (results/<study>)")
+    s.add_argument("dest", help="the folder to ship into (studies/<name>)")
 
     s = sub.add_parser("columns", help="print the column dictionary of the study's tables as "
                        "Markdown, or rewrite the column block of a Markdown file")

@@ -6,6 +6,7 @@ them with the workflow's verbs; each imports what it needs when it runs."""
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 
 log = logging.getLogger("bnstudy")
@@ -75,11 +76,33 @@ def cmd_ledger(a) -> None:
         root = Path(a.readme).parent  # every ledger a block names, verified before any rewrite
         for m in ledger_markdown.BLOCK.finditer(Path(a.readme).read_text()):
             read_ledger(root / m.group("dir").strip())
-        n = ledger_markdown.rewrite_file(a.readme)
-        k = study_counts.rewrite_file(a.readme)
+        target = Path(a.readme)
+        if a.check:  # the same rewrite on a copy beside it (paths are relative to the file)
+            target = target.with_name(f".{target.name}.check")
+            shutil.copyfile(a.readme, target)
+        try:
+            n = ledger_markdown.rewrite_file(str(target))
+            k = study_counts.rewrite_file(str(target))
+            if a.check:
+                same = target.read_text() == Path(a.readme).read_text()
+                log.info("%s: %d ledger and %d counts block(s) %s", a.readme, n, k,
+                         "up to date" if same else "STALE: run without --check to rewrite")
+                if not same:
+                    raise SystemExit(1)
+                return
+        finally:
+            if a.check:
+                target.unlink(missing_ok=True)
         log.info("%s: %d ledger block(s) and %d counts block(s) regenerated", a.readme, n, k)
     for d in a.results or ([] if a.readme else [default_results()]):
         print(f"## {d}\n\n{ledger_markdown.table(read_ledger(d))}")
+
+
+def cmd_ship(a) -> None:
+    from bnstudy.report import ship
+
+    done = ship.ship(a.results, a.dest)
+    log.info("shipped %d file(s) of %s into %s", len(done), a.results, a.dest)
 
 
 def cmd_columns(a) -> None:
