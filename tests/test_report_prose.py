@@ -34,7 +34,7 @@ def test_the_opening_counts_and_spells_out_the_ledgers_rows():
                        "spreads they would need 12 to 12 seeds (median 12) to be resolved "
                        "with 80% power; 1 sit on their rule's boundary.")
     assert text[4] == ("Counted apart, as they do not test a paper's claim statistically: 1 "
-                       "implementation check row (1 agree).")
+                       "implementation check row (1 supported at this setting).")
     assert prose.paragraphs(summary.rows(ledger.iloc[5:], {}, set())) == []
 
 

@@ -166,11 +166,11 @@ def test_the_csv_tables_beside_the_report(page):
 
 def test_paper_config_header_parses(tmp_path):
     cfg = tmp_path / "x_paper.yaml"
-    cfg.write_text("# X et al. at paper scale: VGG on CIFAR-10.\n# more.\n#   snakemake ...\n"
+    cfg.write_text("# X et al. 2018 at paper scale: VGG on CIFAR-10.\n# More.\n#   snakemake\n"
                    "# -- cost (generated: python -m bnstudy check --cluster --cost-header "
                    "FILE; do not edit) --\n#   total   12   1.0   3.50   40.00\n"
                    "# -- end cost --\nresults: r\n")
     info = scale.paper_config(cfg)
-    assert info["about"] == "X et al. at paper scale: VGG on CIFAR-10. more."
+    assert info["about"] == "X et al. 2018 at paper scale: VGG on CIFAR-10."
     assert (info["jobs"], info["gpu_hours"], info["cpu_hours"]) == (12, 3.5, 40.0)
     assert "gpu_hours" not in scale.paper_config(REPO / "config" / "studies" / "luo.yaml")

@@ -99,6 +99,10 @@ def section_context(section: plots.Section, frames: dict[str, pd.DataFrame],
     if section.table not in frames:
         return None
     sid = "sec-" + _slug(section.key)
+    table = frames[section.table]
+    if arms and "experiment" in table:  # a study figure: the experiments its table holds
+        held = {str(e) for e in table["experiment"].unique()}
+        arms = {e: a for e, a in arms.items() if e in held}
     groups = []
     for scope in ["study", *experiments]:
         figures = []

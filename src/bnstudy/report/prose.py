@@ -30,6 +30,14 @@ def _listing(rows: list[dict]) -> str:
     return out + (f"; and {more} more row{'s' if more > 1 else ''}" if more > 0 else "")
 
 
+def _counts(rows: list[dict]) -> str:
+    """'3 undecided, 1 contradicted at this setting': the rows' adjusted verdicts in words."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["adjusted_word"]] = counts.get(r["adjusted_word"], 0) + 1
+    return ", ".join(f"{n} {w}" for w, n in counts.items())
+
+
 def paragraphs(display_rows: list[dict]) -> list[str]:
     """Sentences grouped in paragraphs: counts, supported rows, contradicted rows, undecided
     rows and the seeds they would need, the other kinds of rows. Empty without measured
@@ -64,8 +72,7 @@ def paragraphs(display_rows: list[dict]) -> list[str]:
         kinds: dict[str, list[dict]] = {}
         for r in others:
             kinds.setdefault(r["kind"], []).append(r)
-        parts = [f"{len(rs)} {k} row{'s' if len(rs) != 1 else ''} "
-                 f"({sum(r['adjusted'] == 'supported' for r in rs)} agree)"
+        parts = [f"{len(rs)} {k} row{'s' if len(rs) != 1 else ''} ({_counts(rs)})"
                  for k, rs in kinds.items()]
         out.append(f"Counted apart, as they do not test a paper's claim statistically: "
                    f"{'; '.join(parts)}.")

@@ -129,16 +129,17 @@ _TOTAL = re.compile(r"^#\s+total\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
 
 
 def paper_config(path: str | Path) -> dict:
-    """A paper-scale config's header: its first comment paragraph (up to the command line or a
-    blank comment line) and its cost block's totals (``jobs``, ``gpu_hours``, ``cpu_hours``;
-    absent without a generated block)."""
+    """A paper-scale config's header: the first sentence of its first comment paragraph (up to
+    the command line or a blank comment line) and its cost block's totals (``jobs``,
+    ``gpu_hours``, ``cpu_hours``; absent without a generated block)."""
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     about = []
     for line in lines:
         if not line.startswith("#") or line.strip() in ("#", "") or line.startswith("#   "):
             break
         about.append(line[1:].strip())
-    out = {"file": f"config/studies/{Path(path).name}", "about": " ".join(about)}
+    first = re.split(r"(?<=\.)\s+(?=[A-Z])", " ".join(about), maxsplit=1)[0]
+    out = {"file": f"config/studies/{Path(path).name}", "about": first}
     inside = False
     for line in lines:
         inside = inside or line.startswith(study_cost.BEGIN)
