@@ -129,6 +129,11 @@ def test_a_bad_policy_in_a_study_names_where_it_is():
     with pytest.raises(ConfigError,
                        match=r"^experiments\.star\.replication: .*strictly increasing"):
         study.check(cfg, local=False)
+    both = study.load([root / ".test/config.yaml"], {"experiments": {"star": {
+        "replication": {"rounds": [3, 6], "start": 3}}}})
+    with pytest.raises(ConfigError, match=r"^experiments\.star\.replication: give either "
+                       r"rounds .* not both: got rounds=\[3, 6\] and start=3; drop start"):
+        study.check(both, local=False)
 
 
 def test_a_round_adds_seeds_only_to_the_arms_undecided_rows_compare():

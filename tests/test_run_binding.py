@@ -136,6 +136,13 @@ def test_train_refuses_to_write_into_another_runs_place(root, capsys):
     assert "is run tiny/batchnorm/seed1's place, but this job writes run tiny/batchnorm/seed0's " \
            "file" in err
     assert (root / "runs/tiny/batchnorm/seed1/history.parquet").read_bytes() == before
+    spec = make_spec(norm="batchnorm", seed=0, training=TRAINING, experiment="tiny")
+    resume_file = layout.run_file(root, "tiny", "batchnorm", 1, "resume.pt")
+    assert cli.main(["train", "--data", str(root / "data" / "star2d.npz"), "--spec",
+                     json.dumps(spec), "--device", "cpu", "--resume", resume_file,
+                     "--out-checkpoints", str(root / "c.pt"), "--out-history",
+                     str(root / "h.parquet")]) == 2
+    assert f"{resume_file} is run tiny/batchnorm/seed1's place" in capsys.readouterr().err
 
 
 def test_a_resume_state_copied_from_another_run_is_discarded(tmp_path, caplog):
