@@ -128,3 +128,13 @@ def test_report_captions_are_the_familys_own_in_escaped_rst(plan):
         assert "system-message" not in html, (name, html[:300])
         shown = " ".join(html_mod.unescape(re.sub(r"<[^>]+>", "", html)).split())
         assert " ".join(plots.FAMILIES[name].caption.split()) in shown, name
+
+
+def test_classes_and_batch_sizes_never_take_a_normalizers_colour():
+    from bnstudy.plots.style import class_cmap
+
+    norm_hues = {c.lower() for c, _ in colors.NORMS.values()}
+    cmap = class_cmap(4)
+    hexes = {matplotlib.colors.to_hex(cmap(i)) for i in range(4)}
+    assert not hexes & norm_hues
+    assert not set(colors.other_colors(12)) & norm_hues

@@ -26,6 +26,7 @@ from bnstudy.plots import (
     seed_ci,
 )
 from bnstudy.plots.bands import band
+from bnstudy.plots.colors import other_colors
 from bnstudy.tables.intervals import mean_ci
 
 sns = lazy.module("seaborn")
@@ -94,7 +95,7 @@ def draw(frames, options):
         names = {a: f"{i + 1}: {a}" for i, a in enumerate(dict.fromkeys(g["arm"]))}
         g = g.assign(arm=g["arm"].map(names))
         order = list(names.values())
-        palette = dict(zip(order, sns.color_palette("colorblind", len(order)), strict=True))
+        palette = dict(zip(order, other_colors(len(order)), strict=True))  # no norms
         curves = _curves(train, g)
         kw, log = band(curves["loss"], ratio=0.0)
         sns.lineplot(curves, x="samples", y="loss", hue="arm", hue_order=order,

@@ -18,6 +18,11 @@ import hashlib
 CB = ("#0173b2", "#de8f05", "#029e73", "#d55e00", "#cc78bc", "#ca9161", "#fbafe4", "#949494",
       "#ece133", "#56b4e9")
 BLACK = "#000000"
+# Hues that are not normalizers (data classes, batch sizes): Paul Tol's colour-blind-safe
+# "muted" scheme, none of it a normalizer's colour, so that blue and orange keep meaning BN
+# and its kin in every figure
+OTHER = ("#cc6677", "#332288", "#ddcc77", "#117733", "#882255", "#44aa99", "#999933",
+         "#aa4499", "#88ccee")
 MARKERS = ("o", "s", "^", "v", "D", "P", "X")
 
 # name -> (colour, marker)
@@ -95,3 +100,8 @@ def arm_palette(arms, norm_of=lambda arm: str(arm).split(" (")[0].split(",")[0])
         out[arm] = norm_color(norm) if k == 0 else _lighter(norm_color(norm),
                                                             min(0.2 + 0.2 * k, 0.7))
     return out
+
+
+def other_colors(n: int) -> list[str]:
+    """``n`` colours for a hue that is not a normalizer (:data:`OTHER`, repeated past 9)."""
+    return [OTHER[i % len(OTHER)] for i in range(n)]

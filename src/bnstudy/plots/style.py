@@ -133,9 +133,11 @@ def step_axis(ax, steps, what: str = "training step") -> None:
 
 
 def class_cmap(n: int) -> mcolors.ListedColormap:
-    """Class colours for data points: the first ``n`` colours of seaborn's colour-blind
-    palette (n >= 2)."""
-    return mcolors.ListedColormap(sns.color_palette("colorblind", n_colors=max(n, 2)))
+    """Class colours for data points: the first ``n`` (n >= 2) colours of the colour-blind-safe
+    scheme for hues that are not normalizers (:data:`bnstudy.plots.colors.OTHER`)."""
+    from bnstudy.plots.colors import other_colors
+
+    return mcolors.ListedColormap(other_colors(max(n, 2)))
 
 
 def _column_label(text: str) -> bool:
