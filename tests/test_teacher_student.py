@@ -287,3 +287,45 @@ def test_registry_cli_and_figures(ds, gd_run, tmp_path):
     text = pts.findings({"teacher_student": table})
     assert "none (full batch)" in text and "Vanilla target" in text and "Batch-size sweep" in text
     assert pts.findings({"teacher_student": table.iloc[0:0]}) == "No teacher-student runs."
+
+
+def test_init_in_the_span_of_the_inputs_removes_the_alpha_below_1_artefact():
+    """Issue 30, item 4: at alpha = 0.5 BN's gradient lies in the span of the training inputs
+    and its batch statistics never see the rest, so a random initial direction keeps its part
+    outside that span for good (the review's +16-35% against the closed forms). The measure
+    reports that part (null_error); init_span: data starts without it, and its run is exactly
+    the random-init run with that part removed."""
+    half = data.make("teacher_student", {**OPTS, "N": 40, "alpha": 0.5})
+    rows = {}
+    for norm in ("batchnorm", "weightnorm_varonly_bn"):
+        for span in ("all", "data"):
+            spec = student(norm, arch="unit", batch_size=10, momentum=0.0, steps=200)
+            spec["model_config"]["init_span"] = span
+            run = training.train(spec, half, "cpu")
+            rows[norm, span] = ts.run(run, half, {}, torch.device("cpu"))
+    for norm in ("batchnorm", "weightnorm_varonly_bn"):
+        rand, span = rows[norm, "all"][-1], rows[norm, "data"][-1]
+        assert all(abs(r["null_error"]) < 1e-6 for r in rows[norm, "data"])  # float32 rounding
+        assert rand["null_error"] > 1e-3  # what a random direction leaves outside the span
+        assert span["curve"] == "shrinkage" and span["erm_theory"] == span["erm_shrinkage"]
+    # plain BN: the same trajectory inside the span, so the same student without that part
+    rand, span = rows["batchnorm", "all"][-1], rows["batchnorm", "data"][-1]
+    assert rand["gen_error"] - rand["null_error"] == pytest.approx(span["gen_error"], rel=1e-4)
+
+
+def test_init_span_is_the_unit_students_and_names_the_choices():
+    with pytest.raises(ValueError, match="init_span='data' is for the unit student only"):
+        models.ModelConfig.from_dict({"arch": "mlp", "init_span": "data"})
+    with pytest.raises(ValueError, match="unknown init_span 'rows'; valid choices: all, data"):
+        models.ModelConfig.from_dict({"arch": "unit", "init_span": "rows"})
+    x = torch.randn(5, 12, dtype=torch.float64)
+    for norm in ("none", "weightnorm_varonly_bn"):
+        cfg = models.ModelConfig.from_dict({"arch": "unit", "init_span": "data",
+                                            "init": "orthogonal"})
+        net = models.build_model(cfg, norm, (12,), 1)
+        models.init_in_data_span(net, cfg, x)
+        (lin,) = models.maps(net)
+        w = lin.weight.detach().double().reshape(-1)  # weight norm: the effective weight
+        coef = torch.linalg.lstsq(x.T, w).solution
+        assert torch.allclose(x.T @ coef, w, atol=1e-6)  # in the span of the inputs
+        assert float(w.norm()) > 0.1

@@ -40,7 +40,7 @@ _STRING = (
     "method", "group", "kind", "record", "bn_statistics", "sampling", "convention",
     "activation", "objective", "init_label", "quantity", "verdict", "claim_id", "claim",
     "paper", "note", "rule", "role", "baseline", "curve", "arch", "adjusted_verdict",
-    "protocol", "deviations",
+    "protocol", "deviations", "training_schedule",
 )
 _INTEGER = (
     "step", "seed", "data_seed", "n_seeds", "n_runs", "layer_index", "n_layers", "batch_size",
