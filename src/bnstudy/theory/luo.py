@@ -31,10 +31,10 @@ Curves, as printed in the paper:
   §4.1 says "the gamma decay term turns the correlation matrix to ``x^T x + zeta I``", i.e.
   ``lam = zeta`` (``convention="paper"``, the curves of its Fig. 1a); the loss it defines,
   ``(1/P) sum_j (.)^2 + zeta gamma^2`` with ``gamma^2 = ||w~||^2 / N``, is ridge with
-  ``lam = alpha zeta`` (``convention="loss"``). Both agree at ``alpha = 1``. Under Eq. 3 BN's
-  expected loss is that same objective at its equivalent ``zeta``, so the teacher-student
-  measure compares every arm with ``lam = alpha zeta`` by default and shows the printed curve
-  (``1/(2M)``, ``lam = zeta``) as a secondary one.
+  ``lam = alpha zeta`` (``convention="loss"``). Both agree at ``alpha = 1``. The WN arm trains
+  that loss, so the teacher-student measure compares it with ``lam = alpha zeta``; BN is *not*
+  that objective (below), and the printed curve (``1/(2M)``, ``lam = zeta``) is kept as Luo's
+  own claim about its BN student.
 - BN's equivalent gamma decay (App. C.3): for a linear student and plain (not halved) mean
   squared error, ``zeta = 1 / (2M)`` from ``sigma_B`` alone (the paper's BN student drops
   ``mu_B``) and ``3 / (2M)`` when BN also centers with ``mu_B``; the paper uses
@@ -48,12 +48,16 @@ Curves, as printed in the paper:
   regression: only at unit residual variance). Deep networks:
   :mod:`bnstudy.networks.norms.population_decay`.
 
-One curve beyond the paper, to read the measurements by: BN's batch statistics are statistics
-of the *training* set, so its mean-field penalty ``zeta sum_j (gamma hhat_j)^2`` is
-``zeta w~^T A w~`` (not ``zeta (P/N) ||w~||^2``, which it is only when the training covariance is
-the population's, ``alpha -> inf``). Its minimizer is the least-squares solution shrunk by
-``kappa = 1 / (1 + zeta)`` (:func:`eps_shrinkage_linear`), which, unlike ridge, still diverges
-at ``alpha = 1``. This is what "PN + gamma decay" gives when the population is the training set.
+BN's curve, the closed form consistent with Eq. 3 and App. C.3 (the paper does not write it):
+BN's batch statistics are statistics of the *training* set, so the ``gamma^2`` of its gamma decay
+is the variance of its output over that set, ``gamma^2 = w~^T (A / P) w~`` with ``A = X^T X``
+(not ``||w~||^2 / N``, which it is only when the training covariance is the population's,
+``alpha -> inf``), and the objective ``||y - X w~||^2 / P + zeta w~^T (A / P) w~`` is minimized
+by the least-squares solution shrunk by ``kappa = 1 / (1 + zeta)`` (:func:`eps_shrinkage_linear`),
+which, unlike ridge, still diverges at ``alpha = 1``. This is the teacher-student measure's
+primary curve for the BN family (:mod:`bnstudy.measures.teacher_student.curves`), and what "PN +
+gamma decay" gives when the population is the training set. At ``alpha = 2``, ``S = 0.25``,
+``zeta = 3/64`` it is 18% above the ridge with ``lam = alpha zeta``.
 """
 
 from __future__ import annotations
