@@ -18,7 +18,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from bnstudy import plots  # noqa: E402
+from bnstudy import io, plots  # noqa: E402
 from bnstudy.plots import colors  # noqa: E402
 from bnstudy.plots.style import CLIP_NOTE, finish, seed_ci  # noqa: E402
 
@@ -76,17 +76,20 @@ def test_every_figure_states_its_seeds_per_arm():
     assert plots.seeds_note([pd.DataFrame({"alpha": [1.0]})]) == ""
 
 
-def test_pdf_exports_embed_truetype_fonts(tmp_path):
+def test_pdf_exports_embed_truetype_fonts(tmp_path, monkeypatch):
     def draw(frames, options):
         fig, ax = plt.subplots()
         ax.plot([0, 1], [0, 1], label="batchnorm")
         ax.set_title("loss ‖∇L‖ vs step")
         return fig
 
-    fam = plots.Family("t", draw, caption="c", tables=("training",), module="training")
-    df = pd.DataFrame({"norm": ["none", "none"], "seed": [0, 1]})
+    plots.load_all()
+    monkeypatch.setitem(plots.FAMILIES, "t", plots.Family(
+        "t", draw, caption="c", tables=("training",), module="training"))
+    table = tmp_path / "training.parquet"
+    io.write_table(pd.DataFrame({"norm": ["none", "none"], "seed": [0, 1]}), table, {})
     out = tmp_path / "t.png"
-    plots._save(fam, [df], str(out), {"formats": ["pdf"], "dpi": 40})
+    plots.render("t", [str(table)], str(out), {"formats": ["pdf"], "dpi": 40})
     data = (tmp_path / "t.pdf").read_bytes()
     assert not re.search(rb"/Subtype\s*/Type3", data)
     assert re.search(rb"/Subtype\s*/(TrueType|Type0)", data)
