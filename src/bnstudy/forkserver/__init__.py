@@ -29,10 +29,11 @@ Safety (``tests/test_forkserver_safety.py``):
   byte, the server checks the peer's user (``SO_PEERCRED``) and reads its process's context; it
   then serves only a request that presents the random token :func:`start` puts in the jobs'
   environment, from the same Python and this same package.
-- Nobody can stall it: requests are read without blocking, any number side by side, each
-  refused past :data:`MAX_REQUEST` bytes, :data:`REQUEST_DEADLINE` seconds or a malformed field;
-  a job whose request is not taken within :data:`REPLY_TIMEOUT` seconds runs in its own process,
-  and a child runs nothing until its job confirms it still wants it (no job runs twice).
+- Nobody can stall it: requests are read without blocking, many side by side
+  (:mod:`bnstudy.forkserver.intake`), each refused past :data:`MAX_REQUEST` bytes,
+  :data:`REQUEST_DEADLINE` seconds or at a malformed field; a job not taken within
+  :data:`REPLY_TIMEOUT` seconds runs in its own process, and a child runs nothing until its job
+  confirms and sends it its standard streams (no job runs twice; the server never holds them).
 - A served job runs in its own process's context (:mod:`bnstudy.forkserver.context`): the child
   takes its resource limits, umask, nice value and CPU affinity, and a job in other namespaces,
   another cgroup or root, with other credentials, or whose ``PATH`` (and the like) differs from
