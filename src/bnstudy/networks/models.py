@@ -281,14 +281,14 @@ def _initialize(net: Net, cfg: ModelConfig) -> None:
 
 
 @torch.no_grad()
-def init_in_data_span(net: Net, cfg: ModelConfig, x: torch.Tensor) -> None:
+def init_in_data_span(net: Net, cfg: ModelConfig, x) -> None:
     """``init_span: data``: project each map's initial weight (weight norm's direction ``v``,
-    then ``g = ||v||`` as at initialization) onto the span of the training inputs ``x`` (rows;
-    float64 eigendecomposition of the smaller Gram matrix, rank by the usual tolerance); no-op
-    for ``all``."""
+    then ``g = ||v||`` as at initialization) onto the span of the training inputs ``x`` (rows, an
+    array or tensor; float64 eigendecomposition of the smaller Gram matrix on the CPU, rank by
+    the usual tolerance); no-op for ``all`` (``x`` is not touched)."""
     if cfg.init_span == "all":
         return
-    x = x.reshape(len(x), -1).double()
+    x = torch.as_tensor(x).detach().cpu().reshape(len(x), -1).double()
     small = x.shape[0] < x.shape[1]
     gram = x @ x.T if small else x.T @ x
     ev, vec = torch.linalg.eigh(gram)
@@ -296,8 +296,8 @@ def init_in_data_span(net: Net, cfg: ModelConfig, x: torch.Tensor) -> None:
     basis = x.T @ vec[:, keep] / ev[keep].sqrt() if small else vec[:, keep]  # orthonormal
     for m in maps(net):
         w, _ = _base(m)
-        flat = w.reshape(w.shape[0], -1).double().to(basis.device)
-        w.copy_(((flat @ basis) @ basis.T).reshape(w.shape).to(w.dtype))
+        flat = w.detach().reshape(w.shape[0], -1).double().cpu()
+        w.copy_(((flat @ basis) @ basis.T).reshape(w.shape).to(w.device, w.dtype))
         p = getattr(m, "parametrizations", None)
         if p is not None and "weight" in p:
             dims = tuple(range(1, w.dim()))
