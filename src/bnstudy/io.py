@@ -234,6 +234,10 @@ def _torch_load(source, path, kind: str):
                               f"{REDO}") from None
         raise CorruptFile(f"{path} is corrupt or truncated ({e}); {REDO}") from None
     except Exception as e:  # noqa: BLE001 (torch raises RuntimeError, OSError, EOFError...)
+        if "weights_only" in str(e):  # e.g. a TorchScript archive: never torch's advice to load it
+            raise CorruptFile(f"{path} is not a bnstudy {kind} file (a PyTorch file of another "
+                              f"kind, such as a TorchScript archive) and will not be loaded; "
+                              f"{REDO}") from None
         raise CorruptFile(f"{path} is corrupt or truncated ({type(e).__name__}: "
                           f"{str(e).splitlines()[0] if str(e) else ''}); {REDO}") from None
 
@@ -246,7 +250,8 @@ def load_pt(path: str | Path, kind: str | None):
     if not (isinstance(wrapper, dict) and wrapper.get("format") == "bnstudy"
             and wrapper.get("kind") == (kind or wrapper.get("kind"))
             and isinstance(wrapper.get("payload"), bytes)):
-        raise CorruptFile(f"{path} is not a bnstudy {kind} file (no bnstudy {kind} header) "
+        raise CorruptFile(f"{path} is not a bnstudy {kind or 'run'} file (no bnstudy "
+                          f"{kind or 'file'} header) "
                           f"and will not be loaded; {REDO}")
     if wrapper.get("version") != PT_VERSION:
         raise CorruptFile(f"{path} has format version {wrapper.get('version')!r}, this bnstudy "

@@ -29,17 +29,23 @@ MAX_DATA_SEED = 2**32 - 1  # numpy.random.RandomState / scikit-learn's random_st
 REAL_KINDS = ("mnist", "cifar10", "cifar100", "svhn")
 
 
+def check_path(key: str, path: Path) -> None:
+    """No name in ``path`` is too long for the file system, and no symbolic link on its way is a
+    loop or dangling (:mod:`bnstudy.config.paths`)."""
+    long = paths.long_part(path)  # first: the system refuses to look such a name up
+    if long:
+        fail(key, f"{str(path)[:40]!r}...: the name {long[:24]!r}... is {len(long)} characters "
+                  f"long; allowed: file and folder names of at most {paths.NAME_MAX} bytes")
+    problem = paths.link_problem(path)
+    if problem:
+        fail(key, f"{str(path)!r}: {problem}; allowed: a directory path whose links lead to a "
+                  "directory (fix or remove the link)")
+
+
 def check_results(cfg: dict) -> None:
     cfg["results"] = paths.expand(cfg["results"])  # "~/x": the home folder's x, not ./~/x
     r = Path(cfg["results"])
-    problem = paths.link_problem(r)
-    if problem:
-        fail("results", f"{str(r)!r}: {problem}; allowed: a directory path whose links lead to "
-                        "a directory (fix or remove the link)")
-    long = paths.long_part(r)
-    if long:
-        fail("results", f"{str(r)!r}: the name {long[:24]!r}... is {len(long)} characters long; "
-                        f"allowed: file and folder names of at most {paths.NAME_MAX} bytes")
+    check_path("results", r)
     for p in (r, *r.parents):
         if p.exists() and not p.is_dir():
             fail("results", f"{str(r)!r}: {str(p)!r} is an existing file, not a directory; "
@@ -90,10 +96,7 @@ def check_datasets(cfg: dict, local: bool) -> None:
         if isinstance(opts.get("data_dir"), str) and opts["data_dir"].startswith("~"):
             opts["data_dir"] = paths.expand(opts["data_dir"])  # the home folder's, not ./~
         data_dir = Path(opts.get("data_dir", "data"))
-        problem = paths.link_problem(data_dir)
-        if problem:
-            fail(f"datasets.{name}.options.data_dir", f"{problem}; allowed: a directory path "
-                 "whose links lead to a directory (fix or remove the link)")
+        check_path(f"datasets.{name}.options.data_dir", data_dir)
         if data_dir.exists() and not data_dir.is_dir():
             fail(f"datasets.{name}.options.data_dir", f"{str(data_dir)!r} is a file; allowed: "
                                                       "a directory holding the dataset's files")
