@@ -403,7 +403,9 @@ def test_luo_batch_and_dropout_claims_pair_the_right_experiments():
     pn = by.loc["luo_pn"]
     assert (pn["experiment"], pn["norm"], pn["baseline"]) == ("r128", "population_norm",
                                                               "batchnorm")
-    assert pn["verdict"] == "supported"  # PN's loss is not 10% above BN's
+    # "PN outperformed BN": one-sided, lower; 0-9% lower over 3 seeds does not decide it
+    assert pn["rule"].startswith("supported iff the CI of the effect lies below 0")
+    assert pn["verdict"] == "inconclusive"
     halves = ledger[ledger["claim_id"] == "luo_bn_halves"].set_index("norm")
     assert set(halves.index) == {"batchnorm", "weightnorm_meanonly_bn"}
     assert (halves["verdict"] == "supported").all()

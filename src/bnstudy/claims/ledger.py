@@ -163,7 +163,8 @@ CLAIMS = (
           "(minimum-norm least squares; within 10%)", "teacher_student",
           "gen_error / closed form - 1, final checkpoint" + LUO_POOL, cm.rel_error(),
           ("none",), baseline=None, rule="equivalent", margin=0.1, curve=cm.luo_curve(),
-          what="generalization error relative to the closed form", scale="relative"),
+          what="generalization error relative to the closed form", scale="relative",
+          protocol=P.LUO_TS),
     Claim("luo_bn", "Luo et al.", "BN's generalization error follows the closed form of the "
           "objective Eq. 3 and App. C.3 make it equivalent to (within 10%): the PN loss plus "
           "zeta gamma^2, where BN's gamma^2 is its output variance over the batches, i.e. over "
@@ -174,7 +175,7 @@ CLAIMS = (
           cm.rel_error(), ("batchnorm", "weightnorm_varonly_bn"), baseline=None,
           rule="equivalent", margin=0.1, curve=cm.luo_curve(),
           what="generalization error relative to the shrunk least-squares closed form",
-          scale="relative"),
+          scale="relative", protocol=P.LUO_TS),
     Claim("luo_bn_main", "Luo et al.", "Luo's own claim (§4, Fig. 1a): the paper's BN student "
           "(variance-only BN: no mu_B, beta = 0) follows WN + gamma decay at zeta = 1/(2M) as "
           "Fig. 1a prints it, Krogh & Hertz's ridge with lam = zeta (within 10%)",
@@ -183,36 +184,42 @@ CLAIMS = (
           cm.rel_error("rel_error_main"), ("weightnorm_varonly_bn",), baseline=None,
           rule="equivalent", margin=0.1,
           curve=cm.luo_curve("zeta_main", convention="paper", curve="ridge"),
-          what="generalization error relative to Fig. 1a's printed curve", scale="relative"),
+          what="generalization error relative to Fig. 1a's printed curve", scale="relative",
+          protocol=P.LUO_TS),
     Claim("luo_wn", "Luo et al.", "WN + gamma decay's generalization error follows the closed "
           "form of the objective it trains, mean loss + zeta gamma^2 with gamma^2 = ||w~||^2/N: "
           "Krogh & Hertz's ridge with lam = alpha zeta (within 10%)",
           "teacher_student", "gen_error / closed form (WN + gamma decay, ridge lam = alpha zeta) "
           "- 1, final checkpoint" + LUO_POOL, cm.rel_error(), ("weightnorm_gamma_decay",),
           baseline=None, rule="equivalent", margin=0.1, curve=cm.luo_curve(),
-          what="generalization error relative to the closed form", scale="relative"),
-    Claim("luo_pn", "Luo et al.", "PN + gamma decay generalizes at least as well as BN at a "
-          "normal batch size (validation loss at most 10% above BN's; §5, Fig. 2a-b)",
+          what="generalization error relative to the closed form", scale="relative",
+          protocol=P.LUO_TS),
+    # §5: gamma decay complements PN's missing batch noise, "making PN outperformed BN": a
+    # lower validation loss, not merely one within a margin
+    Claim("luo_pn", "Luo et al.", "PN + gamma decay generalizes better than BN at a normal "
+          "batch size (lower validation loss; §5, Fig. 2a-b: 'making PN outperformed BN')",
           "generalization", TEST_LOSS + "; effect = log(loss_PN / loss_BN)",
           cm.final_log("test_loss"), ("population_norm",), baseline="batchnorm",
-          rule="no_more", margin=float(np.log(1.1)), what="test loss"),
+          rule="less", what="test loss", protocol=P.LUO_CNN),
     Claim("luo_bn_halves", "Luo et al.", "BN, and WN with mean-only or with variance-only BN, "
           "generalize better than WN alone (lower validation loss; §5, Fig. 2c-d)",
           "generalization", TEST_LOSS, cm.final_log("test_loss"),
           ("batchnorm", "weightnorm_meanonly_bn", "weightnorm_varonly_bn"),
-          baseline="weightnorm", rule="less", what="test loss"),
+          baseline="weightnorm", rule="less", what="test loss", protocol=P.LUO_CNN),
     Claim("luo_large_batch", "Luo et al.", "BN generalizes worse at a large batch: higher "
           "validation loss at the largest than at the smallest batch size, for the same samples "
           "seen and the learning rate scaled with the batch (§5, Fig. 2a, 2g)", "generalization",
           TEST_LOSS + "; effect = log(loss at the largest batch / at the smallest)",
           cm.final_log("test_loss"), ("batchnorm",), rule="more", contrast=LUO_BATCH,
-          what="test loss at the largest batch", versus="that at the smallest"),
+          what="test loss at the largest batch", versus="that at the smallest",
+          protocol=P.LUO_CNN),
     Claim("luo_gamma_batch", "Luo et al.", "BN's gamma^2 grows with the batch size (weaker "
           "regularization from the batch statistics; §5, Fig. 2e)", "generalization",
           "log(gamma^2) at the last checkpoint (mean over BN layers of the mean over units); "
           "effect = log ratio, largest batch / smallest", cm.final_log("gamma_sq"),
           ("batchnorm",), rule="more", contrast=LUO_BATCH,
-          what="gamma^2 at the largest batch", versus="that at the smallest"),
+          what="gamma^2 at the largest batch", versus="that at the smallest",
+          protocol=P.LUO_CNN),
     Claim("luo_dropout", "Luo et al.", "dropout (ratio 0.1) after each residual block lowers "
           "BN's validation loss at a large batch (§5, Fig. 2g-h)", "generalization",
           TEST_LOSS + "; effect = log(loss with dropout 0.1 / without), runs of the same "
@@ -220,7 +227,7 @@ CLAIMS = (
           ("batchnorm",), rule="less",
           contrast=Contrast("dropout", 0.1, 0.0,
                             match=("arch", "train_batch_size", "training_schedule")),
-          what="test loss with dropout", versus="that without"),
+          what="test loss with dropout", versus="that without", protocol=P.LUO_CNN),
     Claim("jitter_aug", "Balestriero & Baraniuk", "extra jitter of BN's statistics (the "
           "variances of mu_B and sigma_B raised beyond the batch's) increases test accuracy "
           "(§5: about +0.3-0.5 points with a ResNet9)", "generalization",
