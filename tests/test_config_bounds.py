@@ -77,7 +77,7 @@ def _bomb(anchor: str, leaf: str, levels: int = 9) -> str:
     # inside a variant's measures (hung in the schema's uniqueItems before)
     "experiments:\n  star:\n    sweep:\n      v:\n        a: {measures: " + _bomb("b", "ics")
     + "}\n",
-    # merge keys (<<) copy a mapping's pairs: exponential without any list
+    # merge keys (<<) are counted as the aliases they are
     "x0: &m0 {" + ", ".join(f"k{i}: 1" for i in range(10)) + "}\n" + "".join(
         f"x{i}: &m{i} {{<<: [" + ", ".join([f"*m{i - 1}"] * 10) + "]}\n" for i in range(1, 9)),
 ])

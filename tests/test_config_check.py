@@ -313,6 +313,10 @@ def workdir(tmp_path_factory):
     ("options_null",
      lambda c: c["datasets"]["star2d"].update(options=None, sweep={"n_train": [16, 32]}),
      ["datasets.star2d.options", "None", "mapping"]),
+    # issue 34: snakemake -n built a DAG of a billion seeds for minutes; NaN failed after work
+    ("replication_max", _set("replication", {"start": 2, "max": 1_000_000_000}),
+     ["replication", "1,000,000,000 seeds", "limits.seeds = 256"]),
+    ("width_nan", _set("plots.width", math.nan), ["plots.width", "nan", "finite"]),
 ])
 def test_snakemake_rejects_before_any_job(workdir, name, patch, words):
     (workdir / "afile").write_text("")
