@@ -35,15 +35,23 @@ def test_every_shipped_study_has_a_frozen_expansion():
 TS_ARMS = {("experiments", e): {"measures"} for e in json.loads(
     (FROZEN / "luo_paper.json").read_text())["experiments"]}  # measures: [teacher_student]
 CHANGED = {
-    "luo": {**{k: v for k, v in TS_ARMS.items()}, "generalization": None,
+    # issue 30: Luo's BN student starts in the span of the data (init_span), and the BN arms
+    # train the variance-only BN student beside BN (norms)
+    "luo": {**{k: {"measures", "norms"} if k[1].endswith("_sgd") else v
+               for k, v in TS_ARMS.items()}, "generalization": None,
+            ("models", "student_linear"): {"init_span"},
             "report": None,  # the title names §5 too
             "teacher_student": None},  # issue 18: convention loss (BN's Eq. 3 objective)
-    "luo_paper": {**TS_ARMS, "generalization": None, "report": None, "teacher_student": None},
+    "luo_paper": {**TS_ARMS, "generalization": None, "report": None, "teacher_student": None,
+                  ("models", "student_linear"): {"init_span"},
+                  ("models", "student_relu"): {"init_span"}},
     # issue 18: convention loss; issue 20: replication rounds on the experiments that decide
     # issue 23: the figures' width and vector formats spelled out
     # issue 22: the measures' memory budget ("auto") spelled out in the default config
+    # issue 30: the DLN at Santurkar's learning rate (1e-2 on the mean loss), log-spaced early
+    # checkpoints, and an lr axis after it (dln_lr*, new entries)
     "config": {"teacher_student": None, "plots": None, "bn_jitter": None,
-               "partition_density": None,
+               "partition_density": None, ("trainings", "dln_gd"): {"lr", "checkpoints"},
                **{("experiments", e): {"replication"} for e in ("star", "dln", "digits")}},
     "balestriero": {("experiments", e): {"replication"}
                     for e in ("partition_star", "jitter_b256", "resnet_init")},
@@ -54,8 +62,10 @@ CHANGED = {
                           # radii in standardized pixel units; issue 22: no hand-lowered
                           # chunk_rows (chunks sized from the card's free memory)
                           "partition_density": None, "bn_jitter": None},
-    "santurkar": {("experiments", e): {"replication"} for e in ("dln", "vgg")},
-    "santurkar_paper": {("experiments", e): {"replication"} for e in ("dln", "vgg")},
+    "santurkar": {("trainings", "dln_gd"): {"lr", "checkpoints"},
+                  **{("experiments", e): {"replication"} for e in ("dln", "vgg")}},
+    "santurkar_paper": {("trainings", "dln_gd"): {"lr"},
+                        **{("experiments", e): {"replication"} for e in ("dln", "vgg")}},
 }
 
 
@@ -252,7 +262,8 @@ def test_strict_yaml_errors_in_an_extended_file(tmp_path):
 def test_cli_check_expands_the_study(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     assert cli.main(["check", "config/studies/luo.yaml"]) == 0
-    assert "config OK (56 experiments, 101 training runs)" in capsys.readouterr().out
+    # issue 30: a variance-only BN arm at every load (15 runs)
+    assert "config OK (56 experiments, 116 training runs)" in capsys.readouterr().out
 
 
 def test_sweep_axes_become_named_values_of_each_experiment():
@@ -271,7 +282,9 @@ def test_sweep_axes_become_named_values_of_each_experiment():
             name, values)
         ds = flat["datasets"][flat["experiments"][name]["dataset"]]["options"]
         assert values["data_seed"] == ds["seed"]
-    assert "sweep_axes" not in study.load([ROOT / "config/config.yaml"])
+    # the default study's one sweep: the DLN's lr axis (issue 30)
+    assert study.load([ROOT / "config/config.yaml"])["sweep_axes"] == {
+        "dln_lr0p001": {"training_lr": 0.001}, "dln_lr0p003": {"training_lr": 0.003}}
 
 
 def test_axis_columns_are_added_to_tables_without_overwriting_their_own():
@@ -295,6 +308,8 @@ def test_shipped_studies_keep_their_sweep_axes():
     from collections import Counter
 
     want = {"balestriero": {"data": 1}, "balestriero_paper": {"data": 3},
+            "config": {"training_lr": 2}, "santurkar": {"training_lr": 2},
+            "santurkar_paper": {"training_lr": 2},
             "luo": {"alpha,data_seed,arm": 45, "alpha,data_seed,bs": 6, "regime": 4},
             "luo_paper": {"alpha,data_seed,arm": 180, "alpha,data_seed,bs": 12, "regime": 4}}
     for path in STUDIES:
