@@ -172,12 +172,9 @@ def test_a_flipped_loss_is_never_drawn(study, capsys):
 # every reader of a table or a .pt file in the package goes through bnstudy.io
 READS = re.compile(r"\bread_parquet\b|\bpq\.read_table\b|\bParquetFile\b|\btorch\.load\b|"
                    r"\bread_schema\b|\bpq\.read_metadata\b")
-# owned by another part of the project, to route through io.read_table; its callers that are
-# entry points (cli_results: ledger --readme) verify each ledger with io.read_table first
-PENDING = {"claims/markdown.py"}
 
 
 def test_no_table_is_read_outside_the_checked_reader():
     found = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
                    if READS.search(p.read_text()) and p.name != "io.py")
-    assert [f for f in found if f not in PENDING] == []
+    assert found == []

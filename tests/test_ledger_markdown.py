@@ -40,10 +40,15 @@ def test_table_states_every_row_with_its_numbers():
 
 def test_table_shows_the_adjusted_verdict_and_the_seeds_needed():
     row = {**ROWS[0], "verdict": "supported", "adjusted_verdict": "inconclusive",
-           "seeds_needed": np.inf}
+           "seeds_needed": np.inf, "deviations": "lr 0.001 vs the paper's 0.01"}
     md = lm.table(pd.DataFrame([row]))
-    assert md.splitlines()[0].endswith("| verdict | adjusted verdict | seeds needed |")
-    assert md.strip().splitlines()[-1].endswith("| supported | inconclusive | inf |")
+    assert md.splitlines()[0].endswith(
+        "| verdict | adjusted verdict | seeds needed | departs from the paper's setting |")
+    assert md.strip().splitlines()[-1].endswith(
+        "| supported | inconclusive | inf | lr 0.001 vs the paper's 0.01 |")
+    row.update(seeds_needed=12.0, seeds_needed_low=5.0, seeds_needed_high=np.inf)
+    md = lm.table(pd.DataFrame([row]))
+    assert "| 12 (5-inf) | lr 0.001" in md  # seeds needed with its range
 
 
 def test_rewrite_regenerates_blocks_and_keeps_the_rest(tmp_path):

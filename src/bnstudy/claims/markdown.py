@@ -27,7 +27,7 @@ import pandas as pd
 BLOCK = re.compile(r"(<!-- ledger: (?P<dir>[^>]+?) -->\n)(?P<body>.*?)(<!-- /ledger -->)",
                    re.DOTALL)
 COLUMNS = ("claim", "where", "effect [95% CI]", "in words", "seeds", "verdict",
-           "adjusted verdict", "seeds needed")
+           "adjusted verdict", "seeds needed", "departs from the paper's setting")
 
 
 def _num(x) -> str:
@@ -89,11 +89,19 @@ def _adjusted(row: pd.Series) -> str:
     return a if isinstance(a, str) and a else row["verdict"]
 
 
+def _count(n) -> str:
+    return "inf" if math.isinf(n) else str(int(n))
+
+
 def _needed(row: pd.Series) -> str:
+    """Seeds for 80% power at the row's own level, with its range (90% interval of d_z)."""
     n = row.get("seeds_needed")
     if n is None or pd.isna(n):
         return ""
-    return "inf" if math.isinf(n) else str(int(n))
+    lo, hi = row.get("seeds_needed_low"), row.get("seeds_needed_high")
+    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+        return _count(n)
+    return f"{_count(n)} ({_count(lo)}-{_count(hi)})"
 
 
 def table(ledger: pd.DataFrame, measured_only: bool = False) -> str:
@@ -108,7 +116,7 @@ def table(ledger: pd.DataFrame, measured_only: bool = False) -> str:
         words = row.get("in_words")
         cells = (f"`{row['claim_id']}`", _where(row), _effect(row, base),
                  words if isinstance(words, str) else "", _seeds(row), row["verdict"],
-                 _adjusted(row), _needed(row))
+                 _adjusted(row), _needed(row), str(row.get("deviations", "") or ""))
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     missing = sorted(set(ledger.loc[unmeasured, "claim_id"]) - set(shown["claim_id"]))
     if measured_only and missing:
@@ -117,11 +125,15 @@ def table(ledger: pd.DataFrame, measured_only: bool = False) -> str:
 
 
 def read(results_dir: str | Path) -> pd.DataFrame:
+    """A study's ledger through the one checked reader (a flipped byte is refused, naming the
+    file)."""
+    from bnstudy import io
+
     path = Path(results_dir) / "tables" / "claims.parquet"
     if not path.is_file():
         raise FileNotFoundError(f"no claims ledger at {path}: run that study first "
                                 f"(snakemake --cores 2 --configfile config/studies/<name>.yaml)")
-    return pd.read_parquet(path)
+    return io.read_table(path)
 
 
 def rewrite(text: str, root: str | Path = ".") -> str:
