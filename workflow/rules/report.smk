@@ -1,6 +1,14 @@
 # The HTML report (bnstudy.report), and beside it the claims ledger and the summary tables as
 # CSV, which Snakemake's own report (snakemake --report) shows. The paper-scale configs are
-# inputs: the report states what each would run and its estimated cost (bnstudy.report.scale).
+# inputs: the report states what each would run and its estimated cost (bnstudy.report.scale);
+# so are the figures' vector copies (a plots.formats change then redraws every figure).
+
+
+def get_figure_exports():
+    """Every figure's plots.formats copies (PDF, SVG): inputs of the report, so that a formats
+    change asks for the new files and redraws the figures (Snakemake checks the params of a job
+    only when every output has metadata, and a job's missing outputs only when requested)."""
+    return [f for name in PLAN.figures for f in PLAN.figure_files(name) if not f.endswith(".png")]
 
 
 def get_paper_configs():
@@ -16,6 +24,7 @@ rule report:
         figures=get_all_figures(),
         arguments=arguments_file("report"),
         paper=get_paper_configs(),
+        exports=get_figure_exports(),
     output:
         html=report(res("report.html"), caption="../report/report.rst", category="Report"),
         ledger=report(
