@@ -63,13 +63,13 @@ def test_the_block_states_the_requested_totals_check_cluster_prints(name, capsys
 
 @pytest.mark.parametrize("name", PAPERS)
 def test_the_readme_states_each_blocks_total(name):
-    """The README's table of studies quotes each paper config's estimated GPU-hours and its
+    """studies/README.md's table of studies quotes each paper config's estimated GPU-hours and its
     requests: the numbers the block (checked above against the code) states."""
     block = " ".join(study_cost.block(_paper_plan(name)).replace("#", " ").split())
     total = re.search(r" total +\d+ +[\d.]+ +([\d.]+) ", block).group(1)
     gpu = re.search(r"requests ([\d.]+) GPU-hours", block).group(1)
     study_name = name.removesuffix("_paper.yaml")
-    row = next(line for line in (harness.REPO / "README.md").read_text().splitlines()
+    row = next(line for line in (harness.REPO / "studies" / "README.md").read_text().splitlines()
                if line.startswith(f"| `{study_name}` |"))
     assert f"{total} GPU-hours estimated" in row and f"(requests: {gpu})" in row, (
         f"README's `{study_name}` row should quote {total} GPU-hours estimated "

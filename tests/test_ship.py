@@ -53,16 +53,18 @@ def test_ship_refuses_a_corrupt_ledger(tmp_path):
     assert not (tmp_path / "dest").exists()
 
 
-def test_readme_ledgers_are_the_shipped_ones():
-    """Every ledger block of the README names a shipped folder, and regenerating the blocks
-    from those folders changes nothing (the command a fresh clone runs:
-    python -m bnstudy ledger --readme README.md)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    dirs = [m.group("dir").strip() for m in markdown.BLOCK.finditer(text)]
-    assert dirs, "the README has no ledger blocks"
+@pytest.mark.parametrize("doc", ["README.md", "studies/README.md"])
+def test_readme_ledgers_are_the_shipped_ones(doc):
+    """Every ledger block of the README and of studies/README.md names a shipped folder under
+    studies/, and regenerating the blocks (ledgers and job counts) from those folders changes
+    nothing (what a fresh clone runs: python -m bnstudy ledger --readme README.md)."""
+    path = ROOT / doc
+    dirs = [m.group("dir").strip() for m in markdown.BLOCK.finditer(path.read_text("utf-8"))]
+    assert dirs, f"{doc} has no ledger blocks"
     for d in dirs:
-        assert d.startswith("studies/"), d
-        assert (ROOT / d / "tables" / "claims.parquet").is_file(), d
-    out = subprocess.run([sys.executable, "-m", "bnstudy", "ledger", "--readme", "README.md",
+        shipped = (path.parent / d).resolve()
+        assert shipped.parent == ROOT / "studies", (doc, d)
+        assert (shipped / "tables" / "claims.parquet").is_file(), (doc, d)
+    out = subprocess.run([sys.executable, "-m", "bnstudy", "ledger", "--readme", doc,
                           "--check"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
