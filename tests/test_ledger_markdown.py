@@ -101,3 +101,10 @@ def test_a_row_read_at_a_sequential_look_says_its_level():
     assert "0.123 [-0.02, 0.27] (98.3% CI: sequential look) |" in md[3]
     assert lm.table(pd.DataFrame([{**ROWS[0], "interval_level": 0.9}])).startswith(
         "| claim | where | effect [90% CI]")
+
+
+def test_a_skewed_row_says_so():
+    row = {**ROWS[0], "effect_skew": -2.1, "skew_flag": True}
+    assert "(skewed: effect_skew -2.1)" in lm.table(pd.DataFrame([row]))
+    row["skew_flag"] = False
+    assert "skewed" not in lm.table(pd.DataFrame([row]))

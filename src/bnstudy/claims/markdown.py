@@ -60,7 +60,9 @@ def _effect(row: pd.Series, base: float = 0.95) -> str:
     lo, hi = row.get("ci_low"), row.get("ci_high")
     if lo is None or pd.isna(lo):
         return _num(eff)
-    return f"{_num(eff)} [{_num(lo)}, {_num(hi)}]" + level_note(row, base)
+    skewed = " (skewed: effect_skew " + _num(row.get("effect_skew")) + ")" if (
+        row.get("skew_flag") is True or row.get("skew_flag") == 1) else ""
+    return f"{_num(eff)} [{_num(lo)}, {_num(hi)}]" + level_note(row, base) + skewed
 
 
 def base_level(ledger: pd.DataFrame) -> float:
