@@ -48,3 +48,13 @@ def test_measured_rows_carry_their_words():
     row = measured_row({}, c, 0.95, arm, base, experiment="e", norm="batchnorm")
     assert row["in_words"].startswith("batchnorm's ICS is 4.") and "x none's [" in row["in_words"]
     assert row["verdict_means"].startswith("supported: batchnorm's ICS is reliably above")
+
+
+def test_an_extreme_log_ratio_interval_is_written_not_an_overflow():
+    """A skew-corrected bound at few seeds can be far beyond exp's range (the santurkar round
+    failed on one: OverflowError)."""
+    text = words.effect_words(2.0, -1500.0, 800.0, scale="log", what="ICS", norm="bn",
+                              baseline="none")
+    assert "[e^-1.5e+03x, e^800x]" in text
+    assert "1.0e+07x" in words.effect_words(math.log(1e7), 0.0, 20.0, scale="log", what="q",
+                                            norm="a", baseline="b")

@@ -25,7 +25,11 @@ def _finite(*xs) -> bool:
 
 
 def _ratio(x: float) -> str:
+    if abs(x) > 690:  # beyond a float's exp (a skew-corrected bound at few seeds can be)
+        return f"e^{x:.3g}x"
     r = math.exp(x)  # three figures near 1 (1.04x), two elsewhere (0.26x), whole from 10x
+    if r >= 1e6 or r < 1e-6:
+        return f"{r:.1e}x"
     return f"{r:.3g}x" if 0.5 <= r < 2 else f"{r:.2g}x" if r < 10 else f"{r:.0f}x"
 
 
