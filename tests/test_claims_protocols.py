@@ -41,8 +41,10 @@ def test_another_model_and_data_are_named_against_the_papers():
             "training": {"lr": 0.05, "momentum": 0.9, "batch_size": 32, "steps": 600,
                          "checkpoints": [0, 1, 50, 200]},
             "measures": {"smoothness": {"multipliers": [0.5, 4.0]}}, "norms": ["none"]}
-    p = protocols.pick(protocols.SANTURKAR, "mlp", "star2d")
-    assert p is protocols.SANTURKAR_DLN  # neither matches: the first declared
+    # neither matches: the classification setting is the nearest for a classification MLP
+    assert protocols.pick(protocols.SANTURKAR, "mlp", "star2d") is protocols.SANTURKAR_VGG
+    assert protocols.pick(protocols.SANTURKAR, "mlp", "gaussian_linear") is \
+        protocols.SANTURKAR_DLN
     out = deviations.deviations(protocols.SANTURKAR_VGG, star, "smoothness")
     assert "200 points of a 2-D star, not CIFAR-10 without augmentation" in out
     assert "mlp (depth 6, width 64), not a VGG" in out

@@ -40,6 +40,7 @@ class Protocol:
     probes: tuple[float, float] | None = None  # smoothness probe range, multiples of lr
     where: str = ""  # where and when the paper measures the quantity
     decides: str = ""  # which quantity decides the claim in the paper
+    nearest_for: tuple[str, ...] = ()  # other data kinds this setting is the closest one for
 
     def describe(self) -> str:
         """The protocol in a few words, for the ledger's ``protocol`` column."""
@@ -62,17 +63,23 @@ class Protocol:
 
 def pick(protocols: tuple[Protocol, ...], arch: str | None, kind: str | None) -> Protocol | None:
     """The protocol a row is compared with: the first whose architecture is the experiment's,
-    else the first whose data is, else the first declared."""
+    else the first whose data is, else the first that names the data kind as one it is the
+    nearest setting for (a classification MLP on digits: Santurkar's VGG on CIFAR-10, not the
+    DLN's regression), else the first declared."""
     for p in protocols:
         if arch in p.arch:
             return p
     for p in protocols:
         if kind in p.data:
             return p
+    for p in protocols:
+        if kind in p.nearest_for:
+            return p
     return protocols[0] if protocols else None
 
 
 # -- Santurkar et al. 2018, App. A ---------------------------------------------------------
+CLASSIFICATION = ("digits", "star2d", "mnist", "cifar100", "svhn", "two_moons")
 DECIDES = ("the paper's loss range, gradient l2 change and beta_eff along the gradient (the "
            "ledger's absolute_effect); its lipschitz and grad_pred rows decide on the first two "
            "relative to the point's own loss and gradient norm, so that training stages compare")
@@ -89,13 +96,13 @@ SANTURKAR_VGG = Protocol(
     "a VGG", optimizer="SGD", lr=0.1, lr_paper="0.1 on the mean cross-entropy",
     batch_size=128, steps=15_000, probes=(0.5, 4.0),
     where="at every training step, probes [1/2, 4] x lr along the gradient",
-    decides=DECIDES)
+    decides=DECIDES, nearest_for=CLASSIFICATION)
 SANTURKAR = (SANTURKAR_DLN, SANTURKAR_VGG)
 SANTURKAR_NOISY = (Protocol(
     "Santurkar §2.1 (Fig. 2)", ("cifar10",), "CIFAR-10 without augmentation", ("vgg",),
     "a VGG", optimizer="SGD", lr=0.1, lr_paper="0.1 on the mean cross-entropy",
     batch_size=128, steps=15_000, where="training and test accuracy over training",
-    decides="training performance"),)
+    decides="training performance", nearest_for=CLASSIFICATION),)
 
 # -- Balestriero & Baraniuk ----------------------------------------------------------------
 BB_PARTITION = (
