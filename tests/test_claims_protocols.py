@@ -170,3 +170,19 @@ def test_absolute_quantities_beside_and_the_lr_axis_in_words():
     assert by.loc[("lipschitz", "hi"), "effect"] == pytest.approx(np.log(1 / 3), abs=0.05)
     assert by.loc[("beta_smooth", "hi"), "absolute_effect"] == pytest.approx(
         by.loc[("beta_smooth", "hi"), "effect"])
+
+
+def test_a_pooled_row_reads_the_setups_of_its_own_data_kind_and_an_exact_row_says_so():
+    ts = {"dataset": {"kind": "teacher_student", "options": {"N": 400, "S": 0.25,
+                                                             "alpha": 2.0}},
+          "model": {"arch": "unit"}, "training": {"lr": 0.1, "batch_size": 32, "steps": 6000},
+          "measures": {}, "norms": ["batchnorm"]}
+    other = {**DLN_SETUP, "norms": ["batchnorm"]}
+    led = pd.DataFrame([{"claim_id": "luo_bn", "verdict": "inconclusive", "norm": "batchnorm",
+                         "experiment": "alpha=2 (pooled)", "baseline": None},
+                        {"claim_id": "dannemann", "verdict": "supported", "experiment": None}])
+    out = deviations.add_columns(led, {"luo_bn": protocols.LUO_TS,
+                                       "dannemann": protocols.DANNEMANN},
+                                 {"luo_bn": "teacher_student"}, {"ts": ts, "dln": other})
+    assert out.loc[0, "deviations"] == "N = 400 vs the paper's 4096"  # not the DLN's
+    assert out.loc[1, "deviations"].startswith("none: the paper's setting (computed exactly")

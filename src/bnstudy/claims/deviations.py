@@ -81,6 +81,9 @@ def deviations(p: Protocol, setup: dict, table: str = "") -> list[str]:
         out.append(f"{_data_text(kind, opts)}, not {p.data_text}")
     elif p.n_train is not None and "n_train" in opts and _differs(opts["n_train"], p.n_train):
         out.append(f"{opts['n_train']} training points, not {p.n_train}")
+    if not p.data or kind in p.data:
+        out.extend(f"{k} = {opts[k]:g} vs the paper's {v:g}" for k, v in p.data_options
+                   if k in opts and _differs(opts[k], v))
     model = setup["model"]
     if p.arch and model.get("arch") not in p.arch:
         out.append(f"{_model_text(model)}, not {p.model_text}")
@@ -110,9 +113,10 @@ def deviations(p: Protocol, setup: dict, table: str = "") -> list[str]:
     return out
 
 
-def _row_setups(row, setups_: dict) -> list[dict]:
+def _row_setups(row, setups_: dict, kinds: set[str]) -> list[dict]:
     """The setups a row's runs come from: its experiment (and a contrast's other one), or,
-    for a row pooled under a name of its own, every experiment that runs its normalizer."""
+    for a row pooled under a name of its own, every experiment on the claim's data kinds
+    (``kinds``) that runs its normalizer."""
     names = [str(row.get("experiment", ""))]
     base = str(row.get("baseline", ""))
     if base in setups_:
@@ -121,7 +125,8 @@ def _row_setups(row, setups_: dict) -> list[dict]:
     if found:
         return found
     norm = str(row.get("norm", ""))
-    return [s for s in setups_.values() if norm in s.get("norms", ())]
+    return [s for s in setups_.values() if norm in s.get("norms", ())
+            and s["dataset"]["kind"] in kinds]
 
 
 def add_columns(ledger: pd.DataFrame, protocols: dict[str, tuple[Protocol, ...]],
@@ -133,8 +138,13 @@ def add_columns(ledger: pd.DataFrame, protocols: dict[str, tuple[Protocol, ...]]
     proto, devs = [], []
     for _, r in out.iterrows():
         ps = protocols.get(r["claim_id"], ())
-        found = _row_setups(r, setups_ or {}) if ps and r.get("verdict") != "not measured" \
-            else []
+        measured = bool(ps) and r.get("verdict") != "not measured"
+        kinds = {k for p in ps for k in p.data}
+        found = _row_setups(r, setups_ or {}, kinds) if measured else []
+        if measured and not any(p.data for p in ps):  # an exact computation of the example
+            proto.append(ps[0].describe())
+            devs.append(NONE + f" ({ps[0].where})" if ps[0].where else NONE)
+            continue
         if not found:
             proto.append(ps[0].describe() if ps else "")
             devs.append("")

@@ -271,7 +271,8 @@ def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95,
                       {c.key for c in CLAIMS if c.contrast is not None})
     tables = {c.key: c.table for c in CLAIMS}
     ledger = stage.add_notes(ledger, frames, tables)
-    ledger = deviations.add_columns(ledger, {c.key: c.protocol for c in CLAIMS}, tables, setups)
+    ledger = deviations.add_columns(
+        ledger, {"dannemann": P.DANNEMANN, **{c.key: c.protocol for c in CLAIMS}}, tables, setups)
     ledger = beside.add_absolute(ledger, frames)
     rules = {c.key: (c.rule, c.margin) for c in CLAIMS}
     ledger = multiplicity.adjust(power.add_columns(ledger, level, rules), level, rules)

@@ -41,6 +41,7 @@ class Protocol:
     where: str = ""  # where and when the paper measures the quantity
     decides: str = ""  # which quantity decides the claim in the paper
     nearest_for: tuple[str, ...] = ()  # other data kinds this setting is the closest one for
+    data_options: tuple[tuple[str, float], ...] = ()  # the paper's dataset options, compared
 
     def describe(self) -> str:
         """The protocol in a few words, for the ledger's ``protocol`` column."""
@@ -128,8 +129,9 @@ BB_JITTER_AUG = (Protocol(
 # -- Luo et al. 2019 -------------------------------------------------------------------------
 LUO_TS = (Protocol(
     "Luo §4 (Fig. 1a)", ("teacher_student",), "a linear teacher, N = 4096 inputs, noise "
-    "S = 0.25", ("unit",), "a single linear unit", optimizer="SGD (BN: M = 32)",
-    batch_size=32, where="generalization error after training, against the closed forms",
+    "S = 0.25", ("unit",), "a single linear unit", data_options=(("N", 4096), ("S", 0.25)),
+    optimizer="SGD (BN: M = 32)",
+    where="generalization error after training, against the closed forms",
     decides="the generalization error at each load alpha"),)
 LUO_CNN = (Protocol(
     "Luo §5 (Fig. 2)", ("cifar10",), "CIFAR-10", ("resnet18", "cnn"),
@@ -137,3 +139,9 @@ LUO_CNN = (Protocol(
     "with the batch, decayed 1e-4 per step", momentum=0.9,
     where="training and validation loss over training, M = 128 and 1024",
     decides="the validation loss"),)
+
+# -- Dannemann & Junike ----------------------------------------------------------------------
+DANNEMANN = (Protocol(
+    "Dannemann & Junike (the counterexample to Lemma 4.5)", (), "their two-point example", (),
+    "the plain and the BN loss of their example", where="computed exactly, no training runs",
+    decides="the BN gradient at the plain optimum and Lemma 4.5's inequality"),)
