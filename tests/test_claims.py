@@ -255,7 +255,9 @@ def test_jitter_and_proposition2_claims_from_the_data():
         np.mean(np.log([1.01, 0.99, 1.0])))  # layer 2's ratio of 5 is not used
     assert by.loc[("prop2_mu", "batchnorm"), "verdict"] == "supported"
     # the data against the paper: no batch-size effect, and a variance 50% off the formula
-    flat = _jitter([0.2, 0.3, 0.25], [0.25, 0.2, 0.3], [0.1, 0.1, 0.12], [1.5, 1.6, 1.55])
+    # (ghost BN's per-seed log ratios -0.9, -0.8, -0.7: no skew for the interval to widen by)
+    ghost_less = list(np.array([0.25, 0.2, 0.3]) * np.exp([-0.9, -0.8, -0.7]))
+    flat = _jitter([0.2, 0.3, 0.25], [0.25, 0.2, 0.3], ghost_less, [1.5, 1.6, 1.55])
     by = claims.evaluate({"bn_jitter": flat}).set_index(["claim_id", "norm"])
     assert by.loc[("jitter_batch", "batchnorm"), "verdict"] == "inconclusive"
     assert by.loc[("jitter_ghost", "ghost_batchnorm"), "verdict"] == "not supported"
