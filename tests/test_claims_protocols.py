@@ -186,3 +186,13 @@ def test_a_pooled_row_reads_the_setups_of_its_own_data_kind_and_an_exact_row_say
                                  {"luo_bn": "teacher_student"}, {"ts": ts, "dln": other})
     assert out.loc[0, "deviations"] == "N = 400 vs the paper's 4096"  # not the DLN's
     assert out.loc[1, "deviations"].startswith("none: the paper's setting (computed exactly")
+
+
+def test_checkpoints_where_both_arms_have_converged_compare_like_with_like():
+    df = pd.DataFrame({"experiment": "e", "seed": 0, "norm": ["none", "batchnorm"] * 3,
+                       "step": [0, 0, 50, 50, 200, 200],
+                       "loss": [2.0, 2.0, 1e-4, 0.5, 1e-4, 1e-4]})
+    kept = stage.matched(df, "loss")
+    assert sorted(set(kept["step"])) == [0, 200]  # step 50: only none had converged
+    assert "step(s) 50 dropped for the seeds where none had reached" in stage.stage_note(df,
+                                                                                         "loss")

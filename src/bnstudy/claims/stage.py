@@ -4,10 +4,11 @@ A landscape or ICS measure taken at step 50 of a net that already interpolates i
 (training loss 1e-3 of its initial value) and of one that has not (10%) compares two training
 stages, not two landscapes: the review of the star2d MLP found three of four probed checkpoints
 like that. The ledger therefore compares a pair of arms only at the checkpoints where **neither
-arm has reached the loss floor**: a run is *converged* at a checkpoint when its training loss
-there is at most :data:`FLOOR` (1%) of its own loss at its first checkpoint (initialization).
-Step 0 is always like-for-like (every arm is at its initial loss); a checkpoint where one arm is
-converged is dropped for both arms of that seed, and the row says which checkpoints it used
+arm has reached the loss floor while the other has not**: a run is *converged* at a checkpoint
+when its training loss there is at most :data:`FLOOR` (1%) of its own loss at its first
+checkpoint (initialization). Step 0 is always like-for-like (every arm is at its initial loss),
+and so is a checkpoint where both arms have converged; a checkpoint where one arm has converged
+and the other has not is dropped for both arms of that seed, and the row says which it used
 (:func:`stage_note`). A diverged run (non-finite loss) is not converged: it stays, and counts as
 a blow-up in the smoothness metrics.
 
@@ -40,22 +41,27 @@ def matched(df: pd.DataFrame, loss: str) -> pd.DataFrame:
     """``df``'s rows at the (experiment, seed, step) where no arm in ``df`` is converged."""
     if loss not in df or "step" not in df or df.empty:
         return df
+    return df[~_mismatched(df, loss).to_numpy()]
+
+
+def _mismatched(df: pd.DataFrame, loss: str) -> pd.Series:
+    """Per row: whether at its (experiment, seed, step) some arm has converged and another has
+    not (both converged, or neither, compare like with like)."""
     conv = converged(df, loss)
-    bad = conv.groupby([df[k] for k in ("experiment", "seed", "step") if k in df]
-                       ).transform("any")
-    return df[~bad.to_numpy()]
+    by = conv.groupby([df[k] for k in ("experiment", "seed", "step") if k in df])
+    return by.transform("any") & ~by.transform("all")
 
 
 def stage_note(df: pd.DataFrame, loss: str) -> str:
     """Which checkpoints a pair's row used and which it dropped, in words ("" if none)."""
     if loss not in df or "step" not in df or df.empty:
         return ""
-    conv = converged(df, loss)
-    dropped = sorted(set(int(s) for s in df.loc[conv, "step"]))
+    bad = _mismatched(df, loss)
+    dropped = sorted(set(int(s) for s in df.loc[bad, "step"]))
     if not dropped:
         return ""
     kept = sorted(set(int(s) for s in df["step"]) - set(dropped))
-    who = " and ".join(sorted(set(df.loc[conv, "norm"].astype(str))))
+    who = " and ".join(sorted(set(df.loc[bad & converged(df, loss), "norm"].astype(str))))
     return (f"stage-matched: compared at steps {', '.join(map(str, kept)) or 'none'}; step(s) "
             f"{', '.join(map(str, dropped))} dropped for the seeds where {who} had reached "
             f"{FLOOR:g} x its initial training loss (a converged net against an unconverged one)")
