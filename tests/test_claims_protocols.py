@@ -161,7 +161,7 @@ def test_absolute_quantities_beside_and_the_lr_axis_in_words():
     by = led.set_index(["claim_id", "experiment"])
     assert by.loc[("beta_smooth", "hi"), "verdict"] == "supported"
     assert by.loc[("beta_smooth", "lo"), "verdict"] == "not supported"
-    note = "along the lr axis: not supported at lr 0.001; supported at lr 0.01"
+    note = "along the lr axis (after Holm): not supported at lr 0.001; supported at lr 0.01"
     assert note in by.loc[("beta_smooth", "hi"), "note"]
     assert note in by.loc[("beta_smooth", "lo"), "note"]
     # loss range loss x b: BN's loss stays 1, none's is [2, 1.9, 1, .5] over the checkpoints

@@ -10,8 +10,8 @@ verdict moves along a learning-rate axis.
   repeated). Which one decides is stated by the claim's protocol (``decides``).
 - :func:`add_lr_notes`: where a study runs the same claim on experiments that differ only in the
   learning rate (an lr axis), each of those rows' note states the verdicts along the axis, e.g.
-  ``along the lr axis: not supported at lr 0.001, 0.003; supported at lr 0.01``, from the
-  measured rows themselves.
+  ``along the lr axis (after Holm): not supported at lr 0.001, 0.003; supported at lr 0.01``,
+  from the measured rows' adjusted verdicts.
 """
 
 from __future__ import annotations
@@ -74,9 +74,10 @@ def add_lr_notes(ledger: pd.DataFrame, setups: dict | None) -> pd.DataFrame:
         if len(set(lrs.values())) < 2:
             continue
         by_verdict: dict[str, list[float]] = {}
+        col = "adjusted_verdict" if "adjusted_verdict" in out else "verdict"
         for i, lr in sorted(lrs.items(), key=lambda kv: kv[1]):
-            by_verdict.setdefault(str(out.at[i, "verdict"]), []).append(lr)
-        text = "along the lr axis: " + "; ".join(
+            by_verdict.setdefault(str(out.at[i, col]), []).append(lr)
+        text = f"along the lr axis{' (after Holm)' if col != 'verdict' else ''}: " + "; ".join(
             f"{v} at lr {', '.join(f'{x:g}' for x in lr)}" for v, lr in by_verdict.items())
         for i in g.index:
             old = str(out.at[i, "note"] or "") if "note" in out else ""
