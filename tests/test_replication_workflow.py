@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from bnstudy import measures
+from bnstudy.claims import sequential
 from bnstudy.config import study
 from bnstudy.plan import Plan
 from bnstudy.tables import layout
@@ -101,7 +102,9 @@ def test_the_ledger_reads_replicated_rows_at_their_looks_level(project):
     results = project["results"]
     ledger = pd.read_parquet(results / "tables" / "claims.parquet")
     star = ledger[(ledger["experiment"] == "star") & ledger["n_seeds"].notna()]
-    want = [1 - 0.05 / 2] * len(star)
+    # each row at the level of the look its own seeds were taken at (default spending: obf)
+    alphas = sequential.look_alphas(POLICY["rounds"], 0.95, "obf")
+    want = [1 - alphas[sequential.look_index(POLICY["rounds"], int(n))] for n in star["n_seeds"]]
     assert len(star) and star["interval_level"].tolist() == pytest.approx(want)
     assert star["n_seeds"].max() == 3
     # the last round's ledger is the final one (same tables, same code)
