@@ -7,7 +7,6 @@ limit on one argument, runs its aggregate job on empty run outputs."""
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -37,15 +36,15 @@ def test_a_2000_experiment_sweep_aggregates_from_an_argument_file(tmp_path):
     assert args[0] == "--grid" and len(args[1]) > MAX_ARG_STRLEN  # too long for a command line
     args_file = p.arguments_file(f"aggregate_{plan.HISTORY}")
     arguments.write_arguments(args_file, args)
-    # empty run outputs: one empty history table, copied to every run
-    first, *rest = layout.grid_files(p.results, p.grid(p.experiments), "history.parquet")
+    # empty run outputs: an empty history table in every run's place, saying which run it is
+    # (a run file is bound to its place: tables.binding)
     empty = pd.DataFrame({"experiment": pd.Series(dtype="str"), "norm": pd.Series(dtype="str"),
                           "seed": pd.Series(dtype="int64"), "step": pd.Series(dtype="int64"),
                           "loss": pd.Series(dtype="float64")})
-    io.write_table(empty, first, io.provenance("0" * 16))
-    for f in rest:
-        Path(f).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(first, f)
+    for f in layout.grid_files(p.results, p.grid(p.experiments), "history.parquet"):
+        e, n, s = Path(f).parts[-4:-1]
+        io.write_table(empty, f, io.provenance(
+            "0" * 16, place={"experiment": e, "norm": n, "seed": int(s[4:])}))
     out = tmp_path / "results" / "tables" / "training.parquet"
     rc = cli.main(["aggregate", "--results", p.results, "--name", p.table_file(plan.HISTORY),
                    f"@{args_file}", "--level", "run", "--out", str(out)])
