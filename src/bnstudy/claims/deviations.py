@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the plan imports setups() when the Snakefile is read: no pa
     import pandas as pd
 
 NONE = "none: the paper's setting"
+SETUP_MEASURES = ("smoothness",)  # measure sections whose options a protocol compares
 SEP = "; "
 
 
@@ -32,7 +33,8 @@ def setups(config: dict) -> dict[str, dict]:
         out[name] = {"dataset": {"kind": ds["kind"], "options": dict(ds.get("options", {}))},
                      "model": dict(config["models"][e["model"]]),
                      "training": dict(config["trainings"][e["training"]]),
-                     "measures": {m: config[m] for m in ("smoothness", "ics")
+                     # the one measure option a protocol compares: smoothness's probe range
+                     "measures": {m: config[m] for m in SETUP_MEASURES
                                   if m in config and m in e.get("measures", [m])},
                      "norms": list(e["norms"])}
     return out
