@@ -181,3 +181,16 @@ def get_figure_report_files(family):
 
 def get_final_outputs():
     return PLAN.final_outputs()
+
+
+def get_figure_exports():
+    """Every figure's plots.formats copies (PDF, SVG): inputs of the report, so that a formats
+    change asks for the new files and redraws the figures (Snakemake checks the params of a job
+    only when every output has metadata, and a job's missing outputs only when requested)."""
+    return [f for name in PLAN.figures for f in PLAN.figure_files(name) if not f.endswith(".png")]
+
+
+def get_paper_configs():
+    """The paper-scale study configs (config/studies/*_paper.yaml) beside the Snakefile."""
+    studies = Path(workflow.basedir) / "config" / "studies"
+    return sorted(str(p) for p in studies.glob("*_paper.yaml"))
