@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from bnstudy.claims import metrics as cm
+from bnstudy.claims import stage
 from bnstudy.claims.rules import paired_effect
 
 ABSOLUTE = {"lipschitz": cm.smooth("loss_variation"), "grad_pred": cm.smooth("grad_pred_max"),
@@ -38,8 +39,7 @@ def add_absolute(ledger: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> pd.Da
     for i, r in out[out["claim_id"].isin(list(ABSOLUTE))].iterrows():
         if r.get("verdict") == "not measured" or pd.isna(r.get("experiment")):
             continue
-        pair = df[(df["experiment"].astype(str) == str(r["experiment"]))
-                  & df["norm"].astype(str).isin([str(r["norm"]), str(r["baseline"])])]
+        pair = stage.pair_rows(df, r)
         v = ABSOLUTE[r["claim_id"]](pair)
         if v.empty:
             continue

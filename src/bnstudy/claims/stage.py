@@ -67,6 +67,13 @@ def stage_note(df: pd.DataFrame, loss: str) -> str:
             f"{FLOOR:g} x its initial training loss (a converged net against an unconverged one)")
 
 
+def pair_rows(df: pd.DataFrame, row) -> pd.DataFrame:
+    """The rows of table ``df`` a ledger row compares: its experiment, its arm and baseline."""
+    pair = [str(row.get("norm", "")), str(row.get("baseline", ""))]
+    return df[(df["experiment"].astype(str) == str(row["experiment"]))
+              & df["norm"].astype(str).isin(pair)]
+
+
 def add_notes(ledger: pd.DataFrame, frames: dict[str, pd.DataFrame],
               tables: dict[str, str]) -> pd.DataFrame:
     """``ledger`` with each stage-matched row's :func:`stage_note` added to its ``note``
@@ -80,9 +87,7 @@ def add_notes(ledger: pd.DataFrame, frames: dict[str, pd.DataFrame],
         if (table not in LOSS or df is None or df.empty or pd.isna(r.get("experiment"))
                 or not {"experiment", "norm"} <= set(df)):
             continue
-        pair = {str(r.get("norm", "")), str(r.get("baseline", ""))}
-        rows = df[(df["experiment"].astype(str) == str(r["experiment"]))
-                  & df["norm"].astype(str).isin(pair)]
+        rows = pair_rows(df, r)
         note = stage_note(rows, LOSS[table])
         if note:
             old = str(r.get("note", "") or "")
