@@ -190,6 +190,7 @@ def test_a_grid_of_thousands_of_runs_keeps_the_commands_small(project):
     cfg = harness.only_experiments(yaml.safe_load(
         (project / "config" / "config.yaml").read_text()), "star")
     cfg["experiments"]["star"].update(seeds=list(range(2000)), measures=["generalization"])
+    cfg["limits"] = {**cfg.get("limits", {}), "seeds": 2000}  # the default cap is 256 seeds
     cfg_path = project / "big.yaml"
     harness.write_config(cfg_path, cfg)
     proc = snakemake(project, "-n", "-p", "results/tables/training.parquet",
