@@ -5,7 +5,9 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from bnstudy import forkserver, results_lock
+from bnstudy import forkserver
+
+from bnstudy.planning import lock as results_lock
 from bnstudy.config import loader, study
 
 min_version("9.0")
@@ -31,7 +33,7 @@ loader.or_exit(
     local=workflow.local_exec,
     schema=Path(workflow.basedir) / "workflow/schemas/config.schema.yaml",
 )
-# One study per results directory (bnstudy.results_lock): another study's results are refused
+# One study per results directory (bnstudy.planning.lock): another study's results are refused
 # here, dry runs included; a run that starts work records its study there and holds its lock.
 _files = workflow.overwrite_configfiles or ["config/config.yaml"]
 loader.or_exit(results_lock.check, config, _files)

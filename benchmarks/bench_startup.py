@@ -35,25 +35,25 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # What each job kind imports before computing (mirrors the CLI verbs' imports).
 KINDS = {
-    "prepare_data": "import bnstudy.cli, bnstudy.data, bnstudy.io",
+    "prepare_data": "import bnstudy.cli.main, bnstudy.data, bnstudy.io",
     # the optimizer too: torch.optim's first call imports torch._dynamo (bnstudy.train.sgd)
-    "train": "import bnstudy.cli, torch, bnstudy.data, bnstudy.io, bnstudy.train.loop as t, "
+    "train": "import bnstudy.cli.main, torch, bnstudy.data, bnstudy.io, bnstudy.train.loop as t, "
              "bnstudy.train.checkpoints; t.make_optimizer(torch.nn.Linear(2, 2), "
              "t.TrainConfig.from_dict({'lr': 0.1, 'steps': 1}))",
-    "measure": "import bnstudy.cli, torch, bnstudy.data, bnstudy.io, bnstudy.measures, "
+    "measure": "import bnstudy.cli.main, torch, bnstudy.data, bnstudy.io, bnstudy.measures, "
                "bnstudy.train.checkpoints, bnstudy.train.loop, pandas",
-    "aggregate": "import bnstudy.cli, bnstudy.tables.aggregation",
-    "analysis": "import bnstudy.cli, bnstudy.analyses, bnstudy.io, pandas",
-    "plot": "import bnstudy.cli, bnstudy.plots; bnstudy.plots.load_all(); "
+    "aggregate": "import bnstudy.cli.main, bnstudy.tables.aggregation",
+    "analysis": "import bnstudy.cli.main, bnstudy.analyses, bnstudy.io, pandas",
+    "plot": "import bnstudy.cli.main, bnstudy.plots; bnstudy.plots.load_all(); "
             "import matplotlib.pyplot, seaborn",
-    "claims": "import bnstudy.cli, bnstudy.io, bnstudy.claims.ledger, scipy.stats",
+    "claims": "import bnstudy.cli.main, bnstudy.io, bnstudy.claims.ledger, scipy.stats",
     # a replication round computes the study's ledger as it stands (claims' imports)
-    "replication_round": "import bnstudy.cli, bnstudy.replication.rounds, scipy.stats",
-    "replication_table": "import bnstudy.cli, bnstudy.replication.rounds, "
+    "replication_round": "import bnstudy.cli.main, bnstudy.replication.rounds, scipy.stats",
+    "replication_table": "import bnstudy.cli.main, bnstudy.replication.rounds, "
                          "bnstudy.tables.aggregation",
     # a script job: a plain Python process (Snakemake's script preamble, then the script)
-    "job_arguments": "import snakemake.script, bnstudy.arguments",
-    "report": "import bnstudy.cli, bnstudy.report.build; import bnstudy.plots; "
+    "job_arguments": "import snakemake.script, bnstudy.planning.arguments",
+    "report": "import bnstudy.cli.main, bnstudy.report.build; import bnstudy.plots; "
               "bnstudy.plots.load_all()",
 }
 

@@ -247,7 +247,7 @@ def local_study(tmp_path_factory) -> dict:
 def imported_modules(entries, src: Path) -> set[str]:
     """``entries`` (paths relative to the package dir ``src``) and every package module they
     import, transitively -- the test's own reading of the imports, to cross-check the workflow's
-    code hashes (bnstudy.codeversion)."""
+    code hashes (bnstudy.planning.codeversion)."""
 
     def resolve(parts):
         for cand in (f"{'/'.join(parts)}.py", "/".join([*parts, "__init__.py"])):

@@ -1,4 +1,5 @@
-"""Run specs like the workflow's (bnstudy.plan.Plan.run_spec), for tests that train directly."""
+"""Run specs like the workflow's (bnstudy.planning.plan.Plan.run_spec), for tests that train
+directly."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ def measure_cli(tmp_path, measure, runs, data_file, options=None, experiment_run
     of one experiment. Returns ``(exit code, {table: path})``."""
     import json
 
-    from bnstudy import cli, measures
+    from bnstudy import measures
+    from bnstudy.cli import main as cli
     from bnstudy.tables import layout
     from bnstudy.train import checkpoints
 

@@ -21,8 +21,9 @@ import pandas as pd
 import pytest
 from harness import tiny_config
 
-from bnstudy import analyses, cli, options
+from bnstudy import analyses, options
 from bnstudy.analyses import dannemann
+from bnstudy.cli import main as cli
 from bnstudy.config import loader, study
 
 OLD_DEFAULTS = {"n_inits": 8, "steps": 10000, "steps_plain": 3000, "lr": 0.1, "lr_plain": 0.025,

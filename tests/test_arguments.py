@@ -1,6 +1,7 @@
 """No command line grows with the study (issue 19): the arguments that do (an aggregate job's
 run grid, a figure family's outputs, the report's config and figures) travel in a file written
-by the workflow (``rule job_arguments``, :func:`bnstudy.arguments.write_arguments`) and named on the
+by the workflow (``rule job_arguments``, :func:`bnstudy.planning.arguments.write_arguments`) and
+named on the
 command line as ``@FILE``. A 2,000-experiment sweep, whose grid alone is over Linux's 128 KiB
 limit on one argument, runs its aggregate job on empty run outputs."""
 
@@ -13,8 +14,10 @@ import pandas as pd
 import pytest
 from harness import REPO, tiny_config, write_config
 
-from bnstudy import arguments, cli, io, plan
+from bnstudy import io
+from bnstudy.cli import main as cli
 from bnstudy.config import study
+from bnstudy.planning import arguments, plan
 from bnstudy.tables import layout
 
 MAX_ARG_STRLEN = 131072  # Linux: the longest single argument of a command

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bnstudy import cli, io, results
+from bnstudy import io, results
+from bnstudy.cli import main as cli
 from bnstudy.replication import rounds
 from bnstudy.tables import binding, layout
 

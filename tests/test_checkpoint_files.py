@@ -22,7 +22,8 @@ import torch
 from specs import make_spec
 from test_resume import Killed, _counting, assert_same_run
 
-from bnstudy import cli, data, io
+from bnstudy import data, io
+from bnstudy.cli import main as cli
 from bnstudy.train import checkpoints, resume
 from bnstudy.train import loop as training
 

@@ -21,7 +21,8 @@ import torch
 from specs import make_spec, measure_cli
 from test_resume import Killed, _counting, assert_same_run
 
-from bnstudy import cli, data, io
+from bnstudy import data, io
+from bnstudy.cli import main as cli
 from bnstudy.tables import layout
 from bnstudy.train import checkpoints
 from bnstudy.train import loop as training

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from bnstudy import cli, data, measures
+from bnstudy import data, measures
+from bnstudy.cli import main as cli
 from bnstudy.networks import models, normalizers
 
 

@@ -19,8 +19,9 @@ import pandas as pd
 import pytest
 from specs import make_spec, measure_cli
 
-from bnstudy import analyses, cli, column_docs, columns, data, io, measures
+from bnstudy import analyses, column_docs, columns, data, io, measures
 from bnstudy.claims import ledger
+from bnstudy.cli import main as cli
 from bnstudy.replication import rounds
 from bnstudy.train import checkpoints
 

@@ -5,8 +5,9 @@ import os
 import pandas as pd
 import pytest
 
-from bnstudy import cli, io
+from bnstudy import io
 from bnstudy.claims import compare
+from bnstudy.cli import main as cli
 
 
 def _row(cid, norm, verdict, effect, **kw):

@@ -1,7 +1,7 @@
 """The paper configs' cost headers are generated from FLOP counts and kept current.
 
-Each ``config/studies/*_paper.yaml`` carries a block between :data:`bnstudy.study_cost.BEGIN`
-and :data:`~bnstudy.study_cost.END` that ``python -m bnstudy check --cluster --cost-header``
+Each ``config/studies/*_paper.yaml`` carries a block between :data:`bnstudy.planning.cost.BEGIN`
+and :data:`~bnstudy.planning.cost.END` that ``python -m bnstudy check --cluster --cost-header``
 writes: the study's estimated GPU- and CPU-hours per stage (the cluster requests' work
 estimates without margin, floors or caps) beside what ``check --cluster`` requests. These tests
 check that the shipped blocks are what the code computes now, that the rewrite touches nothing
@@ -20,10 +20,13 @@ from functools import cache
 import harness
 import pytest
 
-from bnstudy import cli, data, model_size, resources, study_cost
+from bnstudy import data, model_size
+from bnstudy.cli import main as cli
 from bnstudy.config import study
 from bnstudy.config.loader import ConfigError
-from bnstudy.plan import Plan
+from bnstudy.planning import cost as study_cost
+from bnstudy.planning import resources
+from bnstudy.planning.plan import Plan
 
 STUDIES = harness.REPO / "config" / "studies"
 PAPERS = ("santurkar_paper.yaml", "balestriero_paper.yaml", "luo_paper.yaml")
@@ -126,7 +129,8 @@ def test_cost_header_needs_the_files_it_rewrites(args, capsys):
 # and activations per sample, counted by hand.
 MACS = 2 * 16 + 16 * 16 + 16 * 16 + 16 * 2  # 576
 ACTIVATIONS = 3 * (16 + 16 + 16) + 2  # each block's linear, norm (identity) and ReLU; the head
-FLOPS = 2 * MACS + 4 * ACTIVATIONS  # one forward sample (bnstudy.resources: 4 per activation)
+# one forward sample (bnstudy.planning.resources: 4 per activation)
+FLOPS = 2 * MACS + 4 * ACTIVATIONS
 BYTES = 4 * (2 + ACTIVATIONS)  # its input and activations, float32
 N_TRAIN = N_TEST = 64
 STEPS, BATCH, EVALS = 20, 16, 20 // 5 + 1

@@ -20,7 +20,8 @@ import pytest
 import torch
 from specs import make_spec
 
-from bnstudy import cli, data, io
+from bnstudy import data, io
+from bnstudy.cli import main as cli
 from bnstudy.train import checkpoints
 from bnstudy.train import loop as training
 

@@ -106,7 +106,7 @@ def test_arms_take_their_normalizers_colour():
 @pytest.fixture(scope="module")
 def plan(tmp_path_factory):
     from bnstudy.config import study
-    from bnstudy.plan import Plan
+    from bnstudy.planning.plan import Plan
 
     cfg = harness.tiny_config(plots={"dpi": 60, "formats": ["pdf", "svg"]})
     path = harness.write_config(tmp_path_factory.mktemp("cfg") / "c.yaml", cfg)

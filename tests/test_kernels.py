@@ -13,7 +13,7 @@ import pytest
 import bnstudy
 from bnstudy import io
 from bnstudy.config import study
-from bnstudy.plan import Plan
+from bnstudy.planning.plan import Plan
 
 pytestmark = pytest.mark.skipif(not bnstudy._has_avx2(), reason="needs an x86-64 CPU with AVX2")
 OTHER_BRANCH = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}

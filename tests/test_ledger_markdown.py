@@ -79,7 +79,7 @@ def test_where_names_the_curve_and_an_implementation_check():
 
 
 def test_ledger_verb_rewrites_the_readme_blocks(tmp_path, capsys):
-    from bnstudy import cli
+    from bnstudy.cli import main as cli
 
     _ledger(tmp_path, "a", ROWS)
     readme = tmp_path / "README.md"

@@ -10,12 +10,13 @@ import math
 import pytest
 import torch
 
-from bnstudy import data, model_size, resources
+from bnstudy import data, model_size
 from bnstudy.measures.jitter import budget as jitter_budget
 from bnstudy.measures.jitter import compute as bj
 from bnstudy.measures.partition import budget as partition_budget
 from bnstudy.measures.partition import compute as pdm
 from bnstudy.networks import layer_stats, memory, models
+from bnstudy.planning import resources
 
 MB = 2**20
 GB = 10**9

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from harness import tiny_config
 
-from bnstudy import cli
+from bnstudy.cli import main as cli
 from bnstudy.config import loader, study
 from bnstudy.networks import models, normalizers
 from bnstudy.networks.norms.registry import Normalizer, identity, number_at_least, require

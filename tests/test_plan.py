@@ -1,4 +1,5 @@
-"""bnstudy.plan and bnstudy.codeversion: the workflow's jobs and what each is given, without
+"""bnstudy.planning.plan and bnstudy.planning.codeversion: the workflow's jobs and what each is
+given, without
 Snakemake (the workflow tests check the same through real runs)."""
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bnstudy import codeversion, measures, plan
+from bnstudy import measures
 from bnstudy.config import study
+from bnstudy.planning import codeversion, plan
 from bnstudy.tables import layout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,7 +115,7 @@ def test_planning_imports_neither_torch_nor_matplotlib(default, tmp_path):
     builds every model once, with torch, so a bad architecture fails before any job."""
     cfg = tmp_path / "flat.json"
     cfg.write_text(json.dumps(default.config))
-    code = ("import json, sys; from bnstudy import plan; "
+    code = ("import json, sys; from bnstudy.planning import plan; "
             f"p = plan.Plan(json.load(open({str(cfg)!r}))); "
             "p.final_outputs(); [p.measure_code(m) for m in p.measures]; "
             "print(sorted(m for m in ('torch', 'matplotlib', 'seaborn') if m in sys.modules))")

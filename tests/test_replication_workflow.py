@@ -22,7 +22,7 @@ import pytest
 from bnstudy import measures
 from bnstudy.claims import sequential
 from bnstudy.config import study
-from bnstudy.plan import Plan
+from bnstudy.planning.plan import Plan
 from bnstudy.tables import layout
 
 pytestmark = pytest.mark.workflow

@@ -54,7 +54,7 @@ def test_snakemake_report_reaches_every_figure_with_its_caption(local_study, tmp
 def test_a_formats_change_redraws_every_figure_as_type42_pdfs(local_study, tmp_path):
     project = tmp_path / "project"  # a copy: the shared study stays as it is
     shutil.copytree(local_study["project"], project, symlinks=True)
-    # the same study moved on purpose (bnstudy.results_lock refuses a changed config from
+    # the same study moved on purpose (bnstudy.planning.lock refuses a changed config from
     # another working directory until its record goes)
     (project / "results" / ".bnstudy-study.json").unlink()
     cfg_path = project / "config" / "config.yaml"

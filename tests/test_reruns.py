@@ -1,7 +1,8 @@
 """Stage-precise reruns: after a complete tiny run, editing a module reruns exactly its stages.
 
 Each rule's ``code`` param hashes the package modules its stage runs, transitively
-(bnstudy.codeversion, entries in bnstudy.plan). These tests edit one module in a copy of the
+(bnstudy.planning.codeversion, entries in bnstudy.planning.plan). These tests edit one module in a
+copy of the
 project and read the jobs and reasons of ``snakemake -n``. The expected plan is computed, not
 hard-coded: the rules whose code covers the module (the test's own reading of the imports, from
 each stage's entry modules) plus every job downstream of them in the study's DAG (read from the
@@ -29,9 +30,9 @@ import pytest
 from harness import downstream, dry_run, job_counts, job_keys, snakemake
 
 from bnstudy import analyses, measures, plots
-from bnstudy.codeversion import closure
 from bnstudy.networks import norms
-from bnstudy.plan import STAGE_CODE
+from bnstudy.planning.codeversion import closure
+from bnstudy.planning.plan import STAGE_CODE
 
 pytestmark = pytest.mark.workflow
 

@@ -1,6 +1,7 @@
 """Each job's cluster request (GPU, memory, time) is estimated from the study and overridable.
 
-The estimate (:mod:`bnstudy.resources`, :mod:`bnstudy.plan_resources`) grows with the model,
+The estimate (:mod:`bnstudy.planning.resources`, :mod:`bnstudy.planning.job_resources`) grows with
+the model,
 the training length and a measure's options; a job asks for a GPU only when it is long on the
 CPU and the study's device is not cpu; the config's ``resources:`` replaces it per rule; and the
 Snakefile passes exactly the plan's requests to Snakemake (a dry run's job listing).
@@ -15,10 +16,12 @@ import harness
 import pytest
 import yaml
 
-from bnstudy import cli, model_size, resources
-from bnstudy.config import study
+from bnstudy import model_size
+from bnstudy.cli import main as cli
+from bnstudy.config import resource_checks, study
 from bnstudy.config.loader import ConfigError
-from bnstudy.plan import Plan
+from bnstudy.planning import resources
+from bnstudy.planning.plan import Plan
 
 SANTURKAR = harness.REPO / "config" / "studies" / "santurkar_paper.yaml"
 STAR_RUN = {"experiment": "star", "norm": "none", "seed": "0"}
@@ -145,7 +148,7 @@ def test_resources_check_refuses_what_the_schema_lets_through():
                       ({"train": {"gpu": True}}, "got True"),
                       ({"train": {"disk_mb": 5}}, "allowed: ['gpu', 'mem_mb', 'runtime']")):
         with pytest.raises(ConfigError, match=re.escape(text)):
-            resources.check({"resources": bad}, rules)
+            resource_checks.check({"resources": bad}, rules)
 
 
 def _cluster_rows(capsys, path) -> tuple[dict[str, list[str]], str]:

@@ -16,7 +16,8 @@ import pytest
 import torch
 from specs import make_spec
 
-from bnstudy import cli, data, io, results
+from bnstudy import data, io, results
+from bnstudy.cli import main as cli
 from bnstudy.tables import layout
 from bnstudy.train import checkpoints
 from bnstudy.train import loop as training

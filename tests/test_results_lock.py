@@ -1,4 +1,4 @@
-"""One study per results directory (:mod:`bnstudy.results_lock`), in-process.
+"""One study per results directory (:mod:`bnstudy.planning.lock`), in-process.
 
 Two working directories whose studies write one ``results`` directory would mix their tables
 (each Snakemake knows only its own jobs). The directory records its study's config hash and
@@ -14,8 +14,8 @@ import os
 
 import pytest
 
-from bnstudy import results_lock
 from bnstudy.config.loader import ConfigError
+from bnstudy.planning import lock as results_lock
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 from specs import make_spec
 
-from bnstudy import cli, io, results
+from bnstudy import io, results
+from bnstudy.cli import main as cli
 from bnstudy.tables import binding, layout
 from bnstudy.train import resume
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 from specs import make_spec
 
-from bnstudy import cli, data, io
+from bnstudy import data, io
+from bnstudy.cli import main as cli
 from bnstudy.measures.teacher_student import compute as ts
 from bnstudy.networks.models import ModelConfig
 from bnstudy.train import checkpoints

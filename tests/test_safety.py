@@ -22,7 +22,8 @@ import pytest
 import yaml
 from harness import snakemake
 
-from bnstudy import cli, io
+from bnstudy import io
+from bnstudy.cli import main as cli
 from bnstudy.tables import layout
 
 pytestmark = pytest.mark.workflow

@@ -34,7 +34,7 @@ import yaml
 
 from bnstudy import measures, plots
 from bnstudy.config import study
-from bnstudy.plan import Plan
+from bnstudy.planning.plan import Plan
 
 RUN = ("star", "batchnorm", "0")  # the run whose training is cancelled mid-way
 STEPS = 1000  # the star experiment's training: long enough to be cancelled
@@ -44,7 +44,7 @@ def _config(source) -> dict:
     cfg = harness.with_steps(harness.tiny_config(source), STEPS, ["star"])
     cfg["experiments"]["star"]["replication"] = {"rounds": [2, 3]}
     # the tiny study's estimates need no GPU: its trainings ask for one by override (the
-    # fixture's node has one), the rest keep their estimates (bnstudy.resources)
+    # fixture's node has one), the rest keep their estimates (bnstudy.planning.resources)
     cfg["resources"] = {"train": {"gpu": 1}}
     return cfg
 
@@ -253,7 +253,7 @@ def test_train_jobs_request_a_gpu_and_nothing_else_does(slurm_study, groups, pla
     assert len({j["Comment"] for j in train}) == runs, [j["Comment"] for j in train]
     for job in slurm_study["jobs"]:
         assert ("gres:gpu:1" in _gpus(job)) == (_rule(job, groups) == "train"), job
-    # each train job asks for what the plan estimates for its run (bnstudy.resources)
+    # each train job asks for what the plan estimates for its run (bnstudy.planning.resources)
     final = _final(plan, slurm_study["results"])
     for job in train:
         wildcards = dict(zip(("experiment", "norm", "seed"),

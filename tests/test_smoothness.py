@@ -7,7 +7,8 @@ import pytest
 import torch
 from specs import make_spec, measure_cli
 
-from bnstudy import cli, data, io, plots
+from bnstudy import data, io, plots
+from bnstudy.cli import main as cli
 from bnstudy.measures.smoothness import compute as smoothness
 from bnstudy.measures.smoothness import hessian
 from bnstudy.plots import smoothness as smoothness_plots

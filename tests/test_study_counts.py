@@ -1,13 +1,13 @@
-"""The README's job counts are generated (bnstudy.study_counts): a counts block names a study's
+"""The README's job counts are generated (bnstudy.planning.counts): a counts block names a study's
 config and results directory and is rewritten from the plan, so it cannot go stale."""
 
 from __future__ import annotations
 
 import harness
 
-from bnstudy import study_counts
 from bnstudy.config import study
-from bnstudy.plan import Plan
+from bnstudy.planning import counts as study_counts
+from bnstudy.planning.plan import Plan
 
 
 def test_a_counts_block_is_rewritten_from_the_plan(tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from specs import sweep_config
 
-from bnstudy import cli
+from bnstudy.cli import main as cli
 from bnstudy.config import study, sweeps
 from bnstudy.config.loader import ConfigError, overlay, read_study
 

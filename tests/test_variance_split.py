@@ -126,7 +126,7 @@ def test_bad_measure_and_missing_column_are_named():
 
 def test_cli_variance_prints_the_split(tmp_path, capsys):
     from bnstudy import io
-    from bnstudy.cli import main
+    from bnstudy.cli.main import main
 
     rng = np.random.default_rng(5)
     d = _rows(rng, 8, 3, 0.5, 0.5)

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 import torch
 
-from bnstudy import cli, data, io, verify
+from bnstudy import data, io, verify
+from bnstudy.cli import main as cli
 
 
 def write_run(root, seed: int, norm: str = "batchnorm") -> None:

@@ -18,7 +18,7 @@ from harness import dry_run, job_counts, snakemake, tiny_config, write_config
 from bnstudy import io, measures
 from bnstudy.claims import deviations
 from bnstudy.config import study
-from bnstudy.plan import Plan
+from bnstudy.planning.plan import Plan
 from bnstudy.tables import layout
 
 TRAINING_COLUMNS = ["dataset", "model", "norm", "seed", "step", "split", "loss", "accuracy",

@@ -6,7 +6,7 @@ from bnstudy import forkserver
 # otherwise, and always outside Snakemake, the verb runs in this process.
 code = forkserver.delegate(sys.argv[1:])
 if code is None:
-    from bnstudy.cli import main
+    from bnstudy.cli.main import main
 
     code = main()
 raise SystemExit(code)

@@ -1,6 +1,7 @@
 """What one sample costs a model, counted on the meta device: the inputs of the cluster estimate.
 
-:mod:`bnstudy.resources` sizes each job's request from the work it does, and a job's work is
+:mod:`bnstudy.planning.resources` sizes each job's request from the work it does, and a job's work
+is
 counted in sample passes through its model. What a pass costs follows from the model's shape,
 not its weights, so :func:`size` builds the model on the meta device (shapes only, nothing
 allocated: milliseconds, as :func:`bnstudy.config.model_checks.plan`), without normalizers and

@@ -1,11 +1,11 @@
 # Paths and get_* helpers for the rules. The logic behind them (which jobs exist, what each is
-# given, code versions) is bnstudy.plan, unit-tested without Snakemake; this file only looks
+# given, code versions) is bnstudy.planning.plan, unit-tested without Snakemake; this file only looks
 # things up there. The config was checked completely (bnstudy.config.study) before this file is read.
 # Nothing here imports torch or matplotlib.
 
 import json
 
-from bnstudy.plan import Plan
+from bnstudy.planning.plan import Plan
 
 PLAN = Plan(config)
 R = PLAN.results  # normalised: ``out/``, ``./out`` and ``out//`` are all ``out``
@@ -55,7 +55,7 @@ def get_results(wildcards):
     return R
 
 
-# A job's cluster request, estimated from the study (bnstudy.plan_resources; the config's
+# A job's cluster request, estimated from the study (bnstudy.planning.job_resources; the config's
 # resources: section overrides it per rule). Snakemake passes the rule's name as `rulename`.
 def get_gpu(wildcards, rulename):
     return PLAN.job_resources(rulename, wildcards)["gpu"]
@@ -146,7 +146,7 @@ def get_analysis_code(wildcards):
 
 
 def get_job_arguments(wildcards):
-    """The arguments of a job that grow with the study (bnstudy.plan.Plan.job_arguments)."""
+    """The arguments of a job that grow with the study (bnstudy.planning.plan.Plan.job_arguments)."""
     return PLAN.job_arguments(wildcards.job)
 
 
@@ -170,7 +170,7 @@ def get_all_figures():
 def get_figure_report_files(family):
     """A figure family's files, registered with Snakemake's report (snakemake --report): each
     figure under its family, captioned with the family's caption (workflow/report/figure.rst),
-    labelled by family, experiment and format (bnstudy.plan_figures)."""
+    labelled by family, experiment and format (bnstudy.planning.figures)."""
     caption = "../report/figure.rst"
     register = report  # (a name of its own: snakefmt reads "report" as the directive)
     return [

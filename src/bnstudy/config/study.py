@@ -217,8 +217,8 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
     ``local``: jobs run on this machine, so a CUDA device must exist here (a cluster run checks
     it at the start of each train job instead).
     """
-    from bnstudy import analyses, data, plan_resources
-    from bnstudy.config import bounds, model_checks, setup_checks
+    from bnstudy import analyses, data
+    from bnstudy.config import bounds, model_checks, resource_checks, setup_checks
     from bnstudy.networks import models
     from bnstudy.train import loop as training
 
@@ -247,7 +247,7 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
             fail(f"analyses.{name}", str(e))
     mopts = _measure_options(cfg)
     bounds.check_memory_budgets(cfg)
-    plan_resources.check(cfg)  # the resources: section names rules and valid requests
+    resource_checks.check(cfg)  # the resources: section names rules and valid requests
     _replication(cfg)
     _experiments(cfg, sizes, model_cfgs, train_cfgs, mopts)
     return cfg

@@ -10,7 +10,7 @@ those libraries and every package module, then listens on a Unix socket. A job's
 ``python -m bnstudy`` then only connects (:func:`delegate`, tens of milliseconds): it passes its
 arguments, working directory, environment and standard streams (the file descriptors
 themselves, so its log is its own); the server forks a child that takes on the job's process
-context and runs the verb exactly as the job's own process would (:func:`bnstudy.cli.main`),
+context and runs the verb exactly as the job's own process would (:func:`bnstudy.cli.main.main`),
 and the job exits with the child's status, or is killed by the child's signal.
 
 What does not change: each job is still a Snakemake job with its command, log, exit status,

@@ -1,6 +1,6 @@
 """A fork server's child (:mod:`bnstudy.forkserver.server` forks it): it takes on its job's
 process context, waits for the job to confirm, becomes the job (its streams, working directory,
-environment and arguments) and runs :func:`bnstudy.cli.main`, then reports its exit status."""
+environment and arguments) and runs :func:`bnstudy.cli.main.main`, then reports its exit status."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def send(conn: socket.socket, data: bytes) -> None:
 
 
 def run(argv: list[str]) -> int:
-    from bnstudy.cli import main
+    from bnstudy.cli.main import main
 
     try:
         return main(argv) or 0

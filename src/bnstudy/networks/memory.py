@@ -16,7 +16,7 @@ and the model's per-row cost. The budget is
 
 The other half of the memory (on CUDA) is left to what the budget does not count: the model,
 its copies, the data on the device and the allocator's fragmentation. A job's cluster request
-(:mod:`bnstudy.resources`) must not depend on the machine that prints it, so it takes
+(:mod:`bnstudy.planning.resources`) must not depend on the machine that prints it, so it takes
 :func:`planning_mb`: "auto" counts as the CPU budget there.
 
 Importing this module does not import torch (the options classes and the cluster estimate

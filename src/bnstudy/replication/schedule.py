@@ -3,7 +3,8 @@
 An experiment with a replication policy (:mod:`bnstudy.replication.policy`) starts with its
 first round's seeds; after round ``k`` the ``replication_round`` checkpoint records which
 experiments go on (:mod:`bnstudy.replication.rounds`), and this mixin of
-:class:`bnstudy.plan.Plan` reads those records back in order (:meth:`Rounds.looks`): the seeds
+:class:`bnstudy.planning.plan.Plan` reads those records back in order (:meth:`Rounds.looks`): the
+seeds
 and blocks of every experiment at any round's state, the round files a job depends on, and a
 round job's inputs and arguments. The records are read through a reader the workflow sets
 (:meth:`Rounds.use_rounds`: Snakemake's checkpoint, which runs a missing round first); plain

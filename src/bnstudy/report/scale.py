@@ -14,7 +14,7 @@ Everything here comes from the study's tables and config and from the claims led
   setting), where the ledger has them; a study with a measured row that has deviations is
   said to be at **reduced scale**;
 - the paper-scale configs (``config/studies/*_paper.yaml``): the first lines of their header
-  and the totals of their generated cost block (:mod:`bnstudy.study_cost`).
+  and the totals of their generated cost block (:mod:`bnstudy.planning.cost`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bnstudy import study_cost
+from bnstudy.planning import cost as study_cost
 
 RUN_KEYS = ("experiment", "norm", "seed")
 RUN_TABLES = ("training", "generalization")  # the tables that hold a row per trained run

@@ -3,7 +3,8 @@
 Where a run's files live is spelled once, in :func:`run_file`, and a block of an experiment's
 seeds once, in :func:`block_file`: the workflow builds its paths with them, and the aggregate
 verb finds a table's parts from the run grid with them (the grid travels in the job's argument
-file, ``@FILE``: :func:`bnstudy.arguments.write_arguments`; never the list of files, and never
+file, ``@FILE``: :func:`bnstudy.planning.arguments.write_arguments`; never the list of files, and
+never
 on the command line, where Linux limits one argument to 128 KiB: the grid of about 1,260
 experiments).
 """

@@ -1,6 +1,6 @@
 """A training run's spec, typed.
 
-The planner (:meth:`bnstudy.plan.Plan.run_spec`) writes everything that determines a run as
+The planner (:meth:`bnstudy.planning.plan.Plan.run_spec`) writes everything that determines a run as
 JSON: its ids (experiment, dataset, model, norm, seed), the model's config and the training
 setup. That JSON is parsed once, where it enters the package (the command line's ``--spec``, a
 checkpoint file read back), into a :class:`RunSpec`: the normalizer name checked against the

@@ -2,7 +2,7 @@
 
 :func:`entry_modules` reads, without importing torch, which module defines each registered
 normalizer (its ``NORMALIZERS`` tuple): the workflow's code hash of a training run covers its own
-normalizer's module (:meth:`bnstudy.plan.Plan.train_code`).
+normalizer's module (:meth:`bnstudy.planning.plan.Plan.train_code`).
 """
 
 from __future__ import annotations

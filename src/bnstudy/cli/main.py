@@ -1,5 +1,5 @@
 """The command line's verbs (``python -m bnstudy <verb> ...``, the only thing workflow rules
-call); their arguments and help are in :mod:`bnstudy.cli_args`. Each verb imports what it needs
+call); their arguments and help are in :mod:`bnstudy.cli.args`. Each verb imports what it needs
 when it runs, so a verb that only reads tables does not import torch."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from bnstudy.cli_args import parser
-from bnstudy.cli_results import (
+from bnstudy.cli.args import parser
+from bnstudy.cli.results import (
     cmd_columns,
     cmd_compare,
     cmd_ledger,
@@ -33,7 +33,7 @@ def _set_threads(n: int) -> None:
 
 def _runs(cfg: dict) -> str:
     """'N training runs', and with replication policies the most the rounds can add."""
-    from bnstudy.plan import Plan
+    from bnstudy.planning.plan import Plan
 
     plan = Plan(cfg)
     first = len(plan.runs)  # a replicated experiment's first round
@@ -67,13 +67,13 @@ def cmd_check(a) -> None:
             continue
         print(f"{name}: config OK ({len(cfg['experiments'])} experiments, {_runs(cfg)})")
         if a.cluster or a.cost_header:
-            from bnstudy import study_cost
-            from bnstudy.plan import Plan
+            from bnstudy.planning import cost as study_cost
+            from bnstudy.planning.plan import Plan
 
             plan = Plan(cfg)
-        if a.cluster:  # what each rule's jobs ask a scheduler for (bnstudy.plan_resources)
+        if a.cluster:  # what each rule's jobs ask a scheduler for (bnstudy.planning.job_resources)
             print(plan.resource_table())
-        if a.cost_header:  # the header's generated cost block (bnstudy.study_cost)
+        if a.cost_header:  # the header's generated cost block (bnstudy.planning.cost)
             changed = study_cost.rewrite(group[0], plan)
             print(f"{name}: cost block {'rewritten' if changed else 'up to date'}")
     if bad:

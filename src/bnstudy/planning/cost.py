@@ -1,13 +1,15 @@
 """A study's estimated compute, and the generated cost block of a config file's header.
 
 The paper configs used to state their cost in hand-written paragraphs that nothing checked, and
-that drifted from the cluster requests (:mod:`bnstudy.plan_resources`) as the studies grew. This
-module states the cost from the same per-job work estimates (:class:`bnstudy.resources.Work`:
+that drifted from the cluster requests (:mod:`bnstudy.planning.job_resources`) as the studies grew.
+This
+module states the cost from the same per-job work estimates
+(:class:`bnstudy.planning.resources.Work`:
 sample passes through each model, whose FLOPs are twice the multiply-accumulates
 :mod:`bnstudy.model_size` counts, the count ``torch.utils.flop_counter`` gives), but *without*
 the requests' margin, floors and caps: what the study is expected to cost, not what a scheduler
 is asked for. A job runs where its request puts it (a GPU when ``check --cluster`` gives it
-one), at the throughputs :mod:`bnstudy.resources` states; every job of every planned
+one), at the throughputs :mod:`bnstudy.planning.resources` states; every job of every planned
 replication round is counted, so the figures are the most the study can cost.
 
 :func:`stages` splits the cost into training (population normalization's refreshes included,
@@ -23,8 +25,9 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from bnstudy import measures, resources
+from bnstudy import measures
 from bnstudy.config.loader import fail
+from bnstudy.planning import resources
 
 COMMAND = "python -m bnstudy check --cluster --cost-header"
 BEGIN = f"# -- cost (generated: {COMMAND} FILE; do not edit) --"
@@ -112,7 +115,7 @@ def block(plan) -> str:
     prose = (
         "Estimated compute of every job of every planned replication round (the most the "
         "study runs): the work estimates of `check --cluster` without their margin, floors and "
-        "caps (bnstudy.study_cost). A sample pass costs 2 FLOPs per multiply-accumulate of the "
+        "caps (bnstudy.planning.cost). A sample pass costs 2 FLOPs per multiply-accumulate of the "
         "model (bnstudy.model_size, equal to torch.utils.flop_counter's count) and 4 per "
         f"activation; a forward+backward is {r.FORWARD_BACKWARD} passes, a population-norm (PN) "
         f"refresh {r.REFRESH} per population sample. Assumed throughput: a GPU "

@@ -27,10 +27,10 @@ Jobs (see the README's job table):
 - ``job_arguments``: one per job whose arguments grow with the study (the aggregate jobs' run
   grid, a figure family's outputs, the report's config and figures): it writes them to a file,
   one argument per line, that the job's command names as ``@FILE``
-  (:mod:`bnstudy.arguments`), so no command line grows with the study.
+  (:mod:`bnstudy.planning.arguments`), so no command line grows with the study.
 
 What a job's ``code`` param hashes: its entry modules and, transitively, every package module
-they import (:mod:`bnstudy.codeversion`), so a change reruns exactly the jobs that run it.
+they import (:mod:`bnstudy.planning.codeversion`), so a change reruns exactly the jobs that run it.
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ from functools import cached_property
 
 from bnstudy import analyses, measures, plots
 from bnstudy.claims import deviations, reads
-from bnstudy.codeversion import code_version
 from bnstudy.networks import norms
-from bnstudy.plan_figures import Figures
-from bnstudy.plan_resources import Resources
+from bnstudy.planning.codeversion import code_version
+from bnstudy.planning.figures import Figures
+from bnstudy.planning.job_resources import Resources
 from bnstudy.replication.schedule import Rounds
 from bnstudy.tables import layout
 

@@ -1,6 +1,6 @@
 """The figure jobs of a study's plan: which figure families it draws, for which experiments.
 
-A mixin of :class:`bnstudy.plan.Plan` (it needs the plan's ``config``, ``experiments``,
+A mixin of :class:`bnstudy.planning.plan.Plan` (it needs the plan's ``config``, ``experiments``,
 :meth:`res`, :attr:`tables`, :attr:`analyses`, :attr:`table_measure`, :meth:`dataset_kind` and
 :meth:`experiment_measures`). A family is drawn where the study makes its tables and it has a
 figure to draw (:mod:`bnstudy.plots`: its data kinds, and its ``in_experiment`` /

@@ -6,7 +6,8 @@ A Markdown file holds blocks delimited by::
     ...generated: one sentence...
     <!-- /counts -->
 
-and :func:`rewrite_file` regenerates each from :meth:`bnstudy.plan.Plan.job_counts` of the study
+and :func:`rewrite_file` regenerates each from :meth:`bnstudy.planning.plan.Plan.job_counts` of the
+study
 ``CONFIG`` (paths relative to the file) with its replication rounds as ``RESULTS/rounds/``
 records them, so the counts cannot go stale (``python -m bnstudy ledger --readme README.md``
 rewrites them with the ledgers; ``tests/test_replication_workflow.py`` checks the counts against
@@ -27,7 +28,7 @@ BLOCK = re.compile(r"(<!-- counts: (?P<config>\S+) (?P<results>\S+) -->\n)(?P<bo
 def counts(config: str | Path, results: str | Path) -> dict[str, int]:
     """``{rule: jobs}`` of the study ``config`` whose results (and round files) are ``results``."""
     from bnstudy.config import study
-    from bnstudy.plan import Plan
+    from bnstudy.planning.plan import Plan
 
     cfg = study.check(study.load([config]), local=False)
     cfg["results"] = str(results)

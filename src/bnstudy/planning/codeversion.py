@@ -13,7 +13,7 @@ import hashlib
 from functools import cache
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parent
+SRC = Path(__file__).resolve().parents[1]  # src/bnstudy
 
 
 def _module_file(parts) -> str | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from bnstudy.config.loader import fail
+from bnstudy.config.resource_checks import KEYS
 from bnstudy.networks import memory
 
 # -- throughput assumptions --------------------------------------------------------------------
@@ -56,7 +56,6 @@ GPU_ABOVE_CPU_MINUTES = 60  # a job whose CPU estimate is longer asks for a GPU 
 MARGIN = 2.0  # runtime and memory asked = MARGIN x the estimate
 RUNTIME_FLOOR, RUNTIME_CAP = 10, 72 * 60  # minutes
 MEM_FLOOR, MEM_CAP = 1000, 128_000  # MB
-KEYS = ("gpu", "mem_mb", "runtime")
 MB = 2**20
 
 
@@ -241,23 +240,6 @@ def request(work: Work, device: str, threads: int = 1, gpus: int = 1,
            "runtime": min(RUNTIME_CAP, max(RUNTIME_FLOOR, math.ceil(MARGIN * secs / 60)))}
     out.update({k: int(v) for k, v in override.items() if k in KEYS})
     return out
-
-
-def check(cfg: dict, rules) -> None:
-    """The ``resources:`` section names only rules of the workflow (``rules``) and gives each
-    only ``gpu`` (>= 0), ``mem_mb`` and ``runtime`` (>= 1) as integers."""
-    for name, entry in (cfg.get("resources") or {}).items():
-        where = f"resources.{name}"
-        if name not in rules:
-            fail(where, f"{name!r} is not a rule of the workflow; allowed: {sorted(rules)}")
-        if not isinstance(entry, dict) or not entry:
-            fail(where, f"got {entry!r}; allowed: a mapping of some of {list(KEYS)}")
-        for key, value in entry.items():
-            low = 0 if key == "gpu" else 1
-            if key not in KEYS:
-                fail(f"{where}.{key}", f"unknown resource; allowed: {list(KEYS)}")
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                fail(f"{where}.{key}", f"got {value!r}; allowed: an integer >= {low}")
 
 
 def requested_hours(rows: dict[str, list[dict]], threads: dict[str, int]) -> tuple:

@@ -1,11 +1,12 @@
 """The cluster request of every job of a study's plan (the rules' ``resources``).
 
-A mixin of :class:`bnstudy.plan.Plan` (it needs the plan's ``config``, ``experiments``,
+A mixin of :class:`bnstudy.planning.plan.Plan` (it needs the plan's ``config``, ``experiments``,
 :attr:`runs`, :attr:`measures`, :meth:`measure_experiments`, :attr:`tables`, :attr:`analyses`,
 :attr:`figures`, :attr:`policies` and :attr:`max_rounds`). :meth:`job_resources` gives a job's
 ``{"gpu", "mem_mb", "runtime"}`` from its rule and wildcards, which is all Snakemake hands a
 resource function (``workflow/rules/common.smk``: ``get_gpu``, ``get_mem_mb``,
-``get_runtime``); the estimate is :func:`bnstudy.resources.request` over the job's work, and the
+``get_runtime``); the estimate is :func:`bnstudy.planning.resources.request` over the job's work,
+and the
 config's ``resources:`` entry for the rule replaces any of its values. A measure job's work is
 its block's runs (every normalizer of the experiment: a replication round may measure fewer), so
 it never depends on a round's record, and :meth:`resource_jobs` lists every job a study can
@@ -21,26 +22,9 @@ from __future__ import annotations
 import math
 from functools import cached_property
 
-from bnstudy import data, measures, model_size, resources
+from bnstudy import data, measures, model_size
+from bnstudy.planning import resources
 from bnstudy.tables import layout
-
-FIXED_RULES = ("prepare_data", "train", "aggregate", "analysis", "claims", "report",
-               "replication_round", "replication_table")
-
-
-def rules() -> list[str]:
-    """Every rule a study's ``resources:`` may name: the fixed ones, every registered measure
-    and every figure family's ``plot_<family>``."""
-    from bnstudy import plots
-
-    plots.load_all()
-    return [*FIXED_RULES, *measures.REGISTRY, *(f"plot_{f}" for f in plots.FAMILIES)]
-
-
-def check(cfg: dict) -> None:
-    """The config's ``resources:`` section (:func:`bnstudy.resources.check`)."""
-    if cfg.get("resources"):
-        resources.check(cfg, rules())
 
 
 def n_test(kind: str, options: dict | None) -> int:
@@ -81,7 +65,7 @@ class Resources:
         return self._sizes[key], n_train, n_te, self.config["trainings"][x["training"]]
 
     def job_work(self, rule: str, wildcards: dict) -> resources.Work:
-        """The work of one job of ``rule`` (:class:`bnstudy.resources.Work`)."""
+        """The work of one job of ``rule`` (:class:`bnstudy.planning.resources.Work`)."""
         if rule == "train":
             size, n_train, n_te, training = self._experiment(wildcards["experiment"])
             entry = self.config["models"][self.experiments[wildcards["experiment"]]["model"]]
@@ -149,7 +133,7 @@ class Resources:
         return rows, {r: self.config["threads"] for r in ("train", *self.measures)}
 
     def resource_table(self) -> str:
-        """What ``check --cluster`` prints (:func:`bnstudy.resources.table`)."""
+        """What ``check --cluster`` prints (:func:`bnstudy.planning.resources.table`)."""
         rows, threads = self._requests_by_rule()
         return resources.table(rows, threads, set(self.config.get("resources") or {}))
 

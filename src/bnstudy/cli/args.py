@@ -1,5 +1,5 @@
 """The command line's arguments: every verb, its options and their help (``python -m bnstudy
-<verb> --help``). The verbs themselves are in :mod:`bnstudy.cli`."""
+<verb> --help``). The verbs themselves are in :mod:`bnstudy.cli.main`."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def _version() -> str:
 
 def parser() -> argparse.ArgumentParser:
     # @FILE: arguments read from FILE, one per line (the workflow passes the ones that grow
-    # with the study so, bnstudy.arguments.write_arguments)
+    # with the study so, bnstudy.planning.arguments.write_arguments)
     p = argparse.ArgumentParser(prog="python -m bnstudy", description=DESCRIPTION,
                                 fromfile_prefix_chars="@")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages too")
@@ -68,7 +68,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--cost-header", action="store_true",
                    help="rewrite the generated cost block of each named config file's header "
                    "in place (the study's estimated GPU- and CPU-hours per stage, from FLOP "
-                   "counts, beside what --cluster requests; bnstudy.study_cost); checks as "
+                   "counts, beside what --cluster requests; bnstudy.planning.cost); checks as "
                    "--cluster does")
 
     s = sub.add_parser("verify", help="check every checksummed file of a study (tables, run "
@@ -151,7 +151,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("results", nargs="*", help="results directories whose ledgers to print "
                    "(default, without --readme: the results directory of config/config.yaml)")
     s.add_argument("--readme", help="Markdown file whose <!-- ledger: DIR --> blocks (and "
-                   "<!-- counts: CONFIG DIR --> blocks: bnstudy.study_counts) to rewrite")
+                   "<!-- counts: CONFIG DIR --> blocks: bnstudy.planning.counts) to rewrite")
     s.add_argument("--check", action="store_true", help="with --readme: rewrite nothing, exit "
                    "1 when the blocks differ from what the ledgers and configs give")
 

@@ -1,6 +1,6 @@
 """The command line's verbs that read what exists and write no workflow output: the registries
 (``list``), the ledgers and README blocks (``ledger``, ``columns``), the variance split
-(``variance``) and the comparison of two studies (``compare``). :mod:`bnstudy.cli` dispatches
+(``variance``) and the comparison of two studies (``compare``). :mod:`bnstudy.cli.main` dispatches
 them with the workflow's verbs; each imports what it needs when it runs."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ log = logging.getLogger("bnstudy")
 def cmd_list(a) -> None:
     """Each registry's names; a normalizer's options (default: meaning) follow it, generated
     from its registration, the one place they are declared."""
-    from bnstudy.catalog import registries
     from bnstudy.networks import normalizers
+    from bnstudy.planning.catalog import registries
 
     for what, entries in registries().items():
         if a.what not in ("all", what):
@@ -71,7 +71,7 @@ def cmd_ledger(a) -> None:
     from bnstudy.claims import markdown as ledger_markdown
 
     if a.readme:
-        from bnstudy import study_counts
+        from bnstudy.planning import counts as study_counts
 
         root = Path(a.readme).parent  # every ledger a block names, verified before any rewrite
         for m in ledger_markdown.BLOCK.finditer(Path(a.readme).read_text()):
