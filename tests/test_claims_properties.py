@@ -11,10 +11,13 @@ to them (:func:`test_a_luo_row_is_unchanged_by_runs_beside_it`): runs at the sam
 batch sizes and another learning rate, a new largest and a new smallest batch size, another
 dropout rate, and a run that differs from a contrast's baseline only in its training schedule."""
 
+import itertools
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from bnstudy import column_docs, columns
 from bnstudy.claims import ledger as claims
 
 SEEDS = range(3)
@@ -27,106 +30,136 @@ OWN = ["claim_id", "experiment", "norm", "baseline", "value", "baseline_value", 
        "quantity", "p_value"]
 
 
-def _ids(exp, ds, model, norm, seed):
-    return {"experiment": exp, "dataset": ds, "model": model, "norm": norm, "seed": seed}
+def _v(f):
+    """A value drawn per row: ``f(rng, other, row)``."""
+    f.drawn = True
+    return f
 
 
-def _partition_density(exp, ds, norms, rng, other):
-    radii = (0.5, 1.0, 2.0, 4.0) if other else (0.1, 0.2, 0.3)
-    return [{**_ids(exp, ds, "m", n, s), "step": 0, "layer": "all", "applicable": True,
-             "radius": r, "point_set": ps, "boundaries": rng.uniform(0, 50)}
-            for n in norms for s in SEEDS for r in radii for ps in ("train", "random")]
+def _smooth(rng, other, row):
+    if other:  # far larger and far smaller values than the compared pair's
+        return 1e4 if row["step"] == 0 else 1e-12
+    # an exact zero and a blow-up in each arm, as the star MLP shows
+    return (0.0 if row["step"] == 10 else np.inf if row["step"] == 20 and row["seed"] == 0
+            else rng.uniform(1, 2))
 
 
-def _ics(exp, ds, norms, rng, other):
-    return [{**_ids(exp, ds, "m", n, s), "step": st, "layer": li,
-             "grad_cosine": 1 - (rng.uniform(0, 1e-5) if other else rng.uniform(1e-3, 0.1))}
-            for n in norms for s in SEEDS for st in (0, 10) for li in (1, 2, 3)]
+GEN_ARMS = ((128, 0.0, "s128"), (1024, 0.0, "s1024"), (1024, 0.1, "s1024"))
+BATCH_JOINT = ("train_batch_size", "dropout", "training_schedule")
+# What a claim's metric selects on, per table: a tuple is an axis (a row per value; a tuple of
+# names joins several columns), a callable of the other frame a value per frame, a ``_v``
+# function a value per row, anything else a value. The table's other declared columns get a
+# value of their declared type (:func:`synthetic`), so a new claim's table needs no entry here.
+SHAPES = {
+    "partition_density": {"step": (0,), "layer": ("all",), "applicable": (True,),
+                          "radius": lambda other: (0.5, 1.0, 2.0, 4.0) if other
+                          else (0.1, 0.2, 0.3), "point_set": ("train", "random"),
+                          "boundaries": _v(lambda rng, o, r: rng.uniform(0, 50))},
+    "ics": {"step": (0, 10), "layer_index": (1, 2, 3),
+            "layer": _v(lambda rng, o, r: str(r["layer_index"])),
+            "grad_cosine": _v(lambda rng, o, r: 1 - (rng.uniform(0, 1e-5) if o
+                                                     else rng.uniform(1e-3, 0.1)))},
+    "smoothness": {"step": (0, 10, 20), "beta_eff": _v(_smooth),
+                   "grad_pred_max": _v(lambda rng, o, r: r["beta_eff"]),
+                   "loss_min": _v(lambda rng, o, r: 1.0 if np.isfinite(r["beta_eff"])
+                                  else np.inf),
+                   "loss_max": _v(lambda rng, o, r: 1.0 + r["beta_eff"]),
+                   "loss": _v(lambda rng, o, r: rng.uniform(0.5, 1.0)),
+                   "grad_norm": _v(lambda rng, o, r: rng.uniform(0.5, 1.0))},
+    "training": {"step": (0, 50, 100), "split": ("train", "test"),
+                 "loss": _v(lambda rng, o, r: (2.3 if o else rng.uniform(0.1, 1.0))
+                            / (1 + r["step"])),
+                 "accuracy": _v(lambda rng, o, r: 0.1 if o else rng.uniform(0.5, 1.0)),
+                 "lr": 0.1},
+    "bn_jitter": {"step": (0, 100), "batch_size": lambda other: (4, 8, 512) if other
+                  else (16, 256), "layer": ("boundary", "1", "2", "3"), "applicable": True,
+                  "batch_size_effective": _v(lambda rng, o, r: r["batch_size"]),
+                  "layer_index": _v(lambda rng, o, r: 0 if r["layer"] == "boundary"
+                                    else int(r["layer"])),
+                  "band_fraction": _v(lambda rng, o, r: rng.uniform(0.05, 0.9)
+                                      if r["layer"] == "boundary" else np.nan),
+                  "samples_per_stat": _v(lambda rng, o, r: np.nan if r["layer"] == "boundary"
+                                         else r["batch_size"]),
+                  "ratio_mu": _v(lambda rng, o, r: np.nan if r["layer"] == "boundary"
+                                 else rng.uniform(0.8, 1.3)),
+                  "ratio_sigma2": _v(lambda rng, o, r: r["ratio_mu"] * 1.1)},
+    # experiments are data draws pooled per load: one per seed, each with seed 0
+    "teacher_student": {"step": 100, "model": "unit",
+                        "experiment": _v(lambda rng, o, r: f"{r['experiment']}_d{r['seed']}"),
+                        "seed": 0, "alpha": lambda other: 4.0 if other else 2.0, "N": 400,
+                        "P": _v(lambda rng, o, r: int(r["alpha"] * 400)), "S": 0.25, "lr": 0.1,
+                        "batch_size": 32,
+                        "zeta": _v(lambda rng, o, r: 1.5 / r["batch_size"]
+                                   if r["norm"] != "none" else 0.0),
+                        "zeta_main": _v(lambda rng, o, r: 0.5 / r["batch_size"]),
+                        "curve": _v(lambda rng, o, r: {"none": "sgd",
+                                                       "weightnorm_gamma_decay": "ridge"}
+                                    .get(r["norm"], "shrinkage")),
+                        "convention": _v(lambda rng, o, r: "loss" if r["norm"]
+                                         == "weightnorm_gamma_decay" else None),
+                        "rel_error": _v(lambda rng, o, r: rng.normal(0, 0.05)),
+                        "rel_error_main": _v(lambda rng, o, r: rng.normal(0, 0.05))},
+    "generalization": {"step": (0, 100), BATCH_JOINT: GEN_ARMS,
+                       "arch": lambda other: "vgg" if other else "resnet18",
+                       "model": _v(lambda rng, o, r: r["arch"]),
+                       "experiment": _v(lambda rng, o, r: f"{r['experiment']}_m"
+                                        f"{r['train_batch_size']}_{r['dropout']}_"
+                                        f"{r['training_schedule']}"),
+                       "test_loss": _v(lambda rng, o, r: rng.uniform(0.1, 1.0)
+                                       * (2 if r["step"] == 0 else 1)),
+                       "test_accuracy": _v(lambda rng, o, r: 1 - r["test_loss"] / 2),
+                       "gamma_sq": _v(lambda rng, o, r: rng.uniform(0.5, 2.0)),
+                       "lr_batch_scaled": True},
+}
 
 
-def _smoothness(exp, ds, norms, rng, other):
+def _typed(kind, rng, other):
+    """A value of a declared column's kind (undeclared: a float)."""
+    if kind == columns.STRING:
+        return "x"
+    if kind == columns.INTEGER:
+        return int(rng.integers(1, 5))
+    if kind == columns.BOOLEAN:
+        return False
+    return float(rng.uniform(0.5, 1.5) * (1e3 if other else 1.0))
+
+
+def synthetic(table, exp, ds, norms, seed, other=False, values=None) -> pd.DataFrame:
+    """A frame of ``table`` for the runs of ``norms`` over :data:`SEEDS` in experiment ``exp``
+    on dataset ``ds``: the columns its owner declares (bnstudy.column_docs), shaped by
+    :data:`SHAPES` (and ``values``, which override it); ``other``: the runs beside the compared
+    ones, with other values. One builder for every claim's table."""
+    if table not in column_docs.table_names():
+        raise LookupError(
+            f"claim table {table!r} declares no columns: a measure's tables are its package's "
+            f"TABLES and COLUMNS, the study tables' bnstudy.column_docs.study_columns (declared: "
+            f"{', '.join(column_docs.table_names())})")
+    rng = np.random.default_rng(seed)
+    shape = {**SHAPES.get(table, {}), **(values or {})}
+    shape = {k: v(other) if callable(v) and not getattr(v, "drawn", False) else v
+             for k, v in shape.items()}
+    axes = {k: v for k, v in shape.items() if isinstance(v, tuple)}
+    if "step" in column_docs.meanings(table):
+        axes.setdefault("step", (0, 10))
     rows = []
-    for n in norms:
+    for norm in norms:
         for s in SEEDS:
-            for st in (0, 10, 20):
-                if other:  # far larger and far smaller values than the compared pair's
-                    v = 1e4 if st == 0 else 1e-12
-                else:  # an exact zero and a blow-up in each arm, as the star MLP shows
-                    v = 0.0 if st == 10 else np.inf if st == 20 and s == 0 else rng.uniform(1, 2)
-                rows.append({**_ids(exp, ds, "m", n, s), "step": st, "beta_eff": v,
-                             "grad_pred_max": v, "loss_min": 1.0 if np.isfinite(v) else np.inf,
-                             "loss_max": 1.0 + v, "loss": rng.uniform(0.5, 1.0),
-                             "grad_norm": rng.uniform(0.5, 1.0)})
-    return rows
-
-
-def _training(exp, ds, norms, rng, other):
-    return [{**_ids(exp, ds, "m", n, s), "step": st, "split": sp,
-             "loss": (2.3 if other else rng.uniform(0.1, 1.0)) / (1 + st),
-             "accuracy": 0.1 if other else rng.uniform(0.5, 1.0), "lr": 0.1}
-            for n in norms for s in SEEDS for st in (0, 50, 100) for sp in ("train", "test")]
-
-
-def _bn_jitter(exp, ds, norms, rng, other):
-    sizes = (4, 8, 512) if other else (16, 256)
-    rows = []
-    for n in norms:
-        for s in SEEDS:
-            for st in (0, 100):
-                for b in sizes:
-                    common = {**_ids(exp, ds, "m", n, s), "step": st, "batch_size": b,
-                              "batch_size_effective": b, "applicable": True}
-                    rows.append({**common, "layer": "boundary", "layer_index": 0,
-                                 "band_fraction": rng.uniform(0.05, 0.9),
-                                 "samples_per_stat": np.nan, "ratio_mu": np.nan,
-                                 "ratio_sigma2": np.nan})
-                    for li in (1, 2, 3):
-                        r = rng.uniform(0.8, 1.3)
-                        rows.append({**common, "layer": str(li), "layer_index": li,
-                                     "band_fraction": np.nan, "samples_per_stat": b,
-                                     "ratio_mu": r, "ratio_sigma2": r * 1.1})
-    return rows
-
-
-def _teacher_student(exp, ds, norms, rng, other, batch=32, lr=0.1):
-    alpha = 4.0 if other else 2.0
-    curve = {"none": "sgd", "weightnorm_gamma_decay": "ridge"}
-    return [{**_ids(f"{exp}_d{s}", ds, "unit", n, 0), "step": 100, "alpha": alpha,
-             "N": 400, "P": int(alpha * 400), "S": 0.25, "lr": lr,
-             "batch_size": batch, "zeta": 1.5 / batch if n != "none" else 0.0,
-             "zeta_main": 0.5 / batch, "curve": curve.get(n, "shrinkage"),
-             "convention": "loss" if n == "weightnorm_gamma_decay" else None,
-             "rel_error": rng.normal(0, 0.05), "rel_error_main": rng.normal(0, 0.05)}
-            for n in norms for s in SEEDS]
-
-
-GEN_ARMS = (("_m128", 128, 0.0, "s128"), ("_m1024", 1024, 0.0, "s1024"),
-            ("_m1024d", 1024, 0.1, "s1024"))
-
-
-def _generalization(exp, ds, norms, rng, other, arms=GEN_ARMS):
-    arch = "vgg" if other else "resnet18"
-    rows = []
-    for suffix, bs, drop, schedule in arms:
-        for n in norms:
-            for s in SEEDS:
-                loss = rng.uniform(0.1, 1.0)
-                rows += [{**_ids(exp + suffix, ds, arch, n, s), "step": st,
-                          "test_loss": loss * (2 if st == 0 else 1), "test_accuracy": 1 - loss,
-                          "gamma_sq": rng.uniform(0.5, 2.0), "arch": arch,
-                          "train_batch_size": bs, "dropout": drop, "lr_batch_scaled": True,
-                          "training_schedule": schedule}
-                         for st in (0, 100)]
-    return rows
-
-
-BUILD = {"partition_density": _partition_density, "ics": _ics, "smoothness": _smoothness,
-         "training": _training, "bn_jitter": _bn_jitter, "teacher_student": _teacher_student,
-         "generalization": _generalization}
+            for combo in itertools.product(*axes.values()):
+                row = {"experiment": exp, "dataset": ds, "model": "m", "norm": norm, "seed": s}
+                for k, v in zip(axes, combo, strict=True):
+                    row.update(dict(zip(k, v, strict=True)) if isinstance(k, tuple) else {k: v})
+                for c in column_docs.meanings(table):
+                    if c not in row and c not in shape:
+                        row[c] = _typed(column_docs.kind(c)[0], rng, other)
+                for k, v in shape.items():
+                    if not isinstance(v, tuple):
+                        row[k] = v(rng, other, row) if getattr(v, "drawn", False) else v
+                rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def _frame(table, exp, ds, norms, seed, other=False):
-    return pd.DataFrame(BUILD[table](exp, ds, norms, np.random.default_rng(seed), other))
+    return synthetic(table, exp, ds, norms, seed, other)
 
 
 def _rows(ledger, claim, experiments):
@@ -178,15 +211,15 @@ def test_an_experiment_with_nothing_comparable_is_skipped_not_a_crash():
 
 def _near(claim) -> list[pd.DataFrame]:
     """Experiments beside the compared ones that a row must not absorb (issue 30, item 5)."""
-    rng = np.random.default_rng(7)
     if claim.table == "teacher_student":  # the same load alpha = 2, another M or lr
-        return [pd.DataFrame(_teacher_student(f"near{m}_{lr}", "d", list(claim.norms), rng,
-                                              False, batch=m, lr=lr))
+        return [synthetic(claim.table, f"near{m}_{lr}", "d", list(claim.norms), 7 + m,
+                          values={"batch_size": m, "lr": lr})
                 for m, lr in ((16, 0.05), (128, 0.4), (32, 0.3))]
-    arms = (("_m4096", 4096, 0.0, "s4096"), ("_m64", 64, 0.0, "s64"),  # new extremes
-            ("_m1024d3", 1024, 0.3, "s1024"),  # another dropout rate
-            ("_m1024x", 1024, 0.0, "s1024 summed"))  # same batch, another schedule
-    return [pd.DataFrame(_generalization("e", "d", list(claim.norms), rng, False, arms=arms))]
+    arms = ((4096, 0.0, "s4096"), (64, 0.0, "s64"),  # new extremes
+            (1024, 0.3, "s1024"),  # another dropout rate
+            (1024, 0.0, "s1024 summed"))  # same batch, another schedule
+    return [synthetic("generalization", "e", "d", list(claim.norms), 7,
+                      values={BATCH_JOINT: arms})]
 
 
 LUO_ACROSS = [c for c in claims.CLAIMS
@@ -209,3 +242,38 @@ def test_a_luo_row_is_unchanged_by_runs_beside_it(claim):
                                                        ignore_index=True)})
     pd.testing.assert_frame_equal(_rows(alone, claim.key, exps),
                                   _rows(together, claim.key, exps), check_dtype=False)
+
+
+def test_a_new_claims_table_gets_a_frame_of_its_declared_columns():
+    """Issue 33: one builder for every claim table, from the columns its owner declares; a table
+    no measure declares fails naming where to declare it (was a bare KeyError)."""
+    df = synthetic("ics_activations", "e", "d", ["none", "batchnorm"], 0)  # no SHAPES entry
+    assert set(df.columns) == set(column_docs.meanings("ics_activations"))
+    assert len(df) == 2 * len(SEEDS) * 2 and set(df["norm"]) == {"none", "batchnorm"}
+    typed = columns.normalize("ics_activations", df)  # every declared type holds
+    assert typed["unit"].dtype == np.int64 and typed["layer_name"].tolist()[0] == "x"
+    with pytest.raises(LookupError, match="claim table 'sparsity' declares no columns: a "
+                                          "measure's tables are its package's TABLES and COLUMNS"):
+        synthetic("sparsity", "e", "d", ["none"], 0)
+
+
+def test_the_claims_jobs_inputs_are_each_claims_declared_table():
+    """Issue 33: a claim on a new table adds its table to the claims job's inputs with no edit
+    to bnstudy.claims.reads (a hand list left every real study's new row 'not measured'); the
+    tables are read from the claims' source, without importing pandas."""
+    import subprocess
+    import sys
+
+    from bnstudy.claims import reads
+
+    source = ('CLAIMS = (Claim("sparse", "P", "BN makes units sparse", "sparsity", "q", m, '
+              '("batchnorm",)), Claim("k", "P", "c", table="other_table", quantity="q"))')
+    assert reads.claim_tables(source) == {"sparsity", "other_table"}
+    with pytest.raises(ValueError, match=r"x.py, line 1: a Claim's table must be a string "
+                                         r"literal.*got TABLE"):
+        reads.claim_tables('Claim("k", "P", "c", TABLE, "q")', "x.py")
+    assert set(reads.TABLES) == {c.table for c in claims.CLAIMS} | set(reads.ALWAYS)
+    code = ("import sys, bnstudy.claims.reads as r; assert r.TABLES; "
+            "print(sorted(m for m in ('pandas', 'scipy', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr[-2000:]

@@ -1,6 +1,8 @@
 """One declared type per column name (bnstudy.columns), applied where tables are written."""
 
+import ast
 import re
+from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -88,14 +90,77 @@ def test_undeclared_columns_keep_their_type_but_may_not_mix_strings():
 
 def test_normalize_is_idempotent_and_every_declared_type_is_known():
     df = pd.DataFrame({"layer": [1, 2], "step": [np.nan, 1.0], "norm": ["a", "b"]})
-    once = columns.normalize("t", df)
-    twice = columns.normalize("t", once)
+    once = columns.normalize("ics", df)  # the one table that wrote integer layers
+    twice = columns.normalize("ics", once)
     pd.testing.assert_frame_equal(once, twice)
     assert set(columns.TYPES.values()) == {columns.STRING, columns.INTEGER, columns.FLOAT,
                                            columns.BOOLEAN}
     assert columns.declared("layer") == columns.STRING and columns.declared("nope") is None
     with pytest.raises(TypeError, match="expected a pandas DataFrame"):
         columns.normalize("t", [{"step": 1}])
+
+
+def _measure(monkeypatch, name: str, cols: dict):
+    """Register a measure whose one table ``name`` has the columns ``cols`` (its COLUMNS)."""
+    from bnstudy import measures
+
+    m = measures.Measure(name, lambda *a: {}, measures.REGISTRY["ics"].options, (name,), None,
+                         measures.REGISTRY["ics"].module, {name: cols}, {name: "a row"})
+    monkeypatch.setitem(measures.REGISTRY, name, m)
+    columns.types.cache_clear()
+
+
+@pytest.fixture
+def fresh_types():
+    columns.types.cache_clear()
+    yield
+    columns.types.cache_clear()
+
+
+def test_a_measures_columns_declare_their_types(fresh_types, monkeypatch):
+    """Issue 33: a new measure's flag column is declared where the measure documents it, and
+    bnstudy.columns derives its types from those declarations (no hand-kept lists)."""
+    _measure(monkeypatch, "sparsity", {"step": "the checkpoint's step",
+                                       "all_dead": ("boolean", "whether every unit is zero"),
+                                       "n_dead": ("integer", "units never active (count)"),
+                                       "dead_fraction": "fraction of units never active"})
+    assert columns.declared("all_dead") == columns.BOOLEAN
+    assert columns.declared("n_dead") == columns.INTEGER
+    assert columns.declared("step") == columns.INTEGER  # declared by the other tables
+    assert columns.declared("dead_fraction") is None  # undeclared: the type the code writes
+    out = columns.normalize("sparsity", pd.DataFrame({"all_dead": pd.Series([True, False],
+                                                                            dtype=object),
+                                                      "n_dead": [1.0, 2.0]}))
+    assert out["all_dead"].dtype == np.bool_ and out["n_dead"].dtype == np.int64
+    tree = ast.parse(Path(columns.__file__).read_text())
+    lists = [n for n in ast.walk(tree) if isinstance(n, (ast.Tuple, ast.List, ast.Set))
+             and sum(isinstance(e, ast.Constant) and isinstance(e.value, str)
+                     and e.value in columns.TYPES for e in n.elts) >= 3]
+    assert not lists, "bnstudy.columns keeps a hand list of column names"
+
+
+def test_two_kinds_for_one_name_or_a_bad_entry_are_refused(fresh_types, monkeypatch):
+    _measure(monkeypatch, "sparsity", {"step": ("float", "the step")})
+    with pytest.raises(TypeError, match=r"column 'step' is declared float in table 'sparsity' "
+                                        r"but integer in table 'training'"):
+        columns.types()
+    _measure(monkeypatch, "sparsity", {"dead": ("bool", "whether")})
+    with pytest.raises(TypeError, match=r"table 'sparsity', column 'dead': an entry of COLUMNS "
+                                        r"is its meaning \(a string\) or \(kind, meaning\)"):
+        columns.types()
+
+
+def test_a_numeric_layer_is_refused_with_what_to_write():
+    """Issue 33: an integer ``layer`` used to become a label and an inserted ``layer_index``,
+    which the column test then blamed the author for writing."""
+    df = pd.DataFrame({"step": [0, 0], "layer": [1, 2], "value": [0.5, 0.7]})
+    with pytest.raises(ValueError, match=r"table 'sparsity', column 'layer' holds numbers.*"
+                                         r"write \"layer\": str\(i\).*\"layer_index\": i"):
+        columns.normalize("sparsity", df)
+    with pytest.raises(ValueError, match="holds numbers"):  # beside a layer_index as well
+        columns.normalize("ics", df.assign(layer_index=[1, 2]))
+    fine = columns.normalize("sparsity", df.assign(layer=["1", "2"], layer_index=[1, 2]))
+    assert fine["layer"].tolist() == ["1", "2"]
 
 
 def _write_run(path, rows):
@@ -107,7 +172,8 @@ def test_aggregate_writes_every_table_with_the_declared_types(tmp_path):
     integer layer come out as int64 step, string layer and int64 layer_index, in the file."""
     runs = []
     for seed in (0, 1):
-        p = tmp_path / f"run{seed}.parquet"
+        p = tmp_path / f"run{seed}" / "ics.parquet"  # the table's name: ics wrote integer layers
+        p.parent.mkdir()
         _write_run(p, [{**IDS, "seed": seed, "step": float(s), "layer": layer,
                         "layer_name": f"block{layer}", "shift_from_step": np.nan if s == 0 else 0}
                        for s in (0, 5) for layer in (1, 2)])

@@ -51,7 +51,24 @@ def test_ten_colours_and_black_are_distinct_and_unknown_names_are_stable():
     d = min(np.linalg.norm(np.subtract(a, b)) for i, a in enumerate(rgb) for b in rgb[i + 1:])
     assert d > 0.15
     assert colors.norm_color("my_new_norm") == colors.norm_color("my_new_norm")
-    assert colors.norm_color("my_new_norm") in colors.CB
+    assert colors.norm_color("my_new_norm") in colors.NEW
+
+
+def test_a_new_normalizers_colour_is_its_own():
+    """Issue 33: a normalizer outside the table took a shipped one's colour with another marker
+    (rmsnorm hashed to zero_bias's grey); now its hue is apart from every shipped normalizer's
+    and every non-normalizer hue, and the shipped colours are as before."""
+    shipped = [mcolors.to_rgb(c) for c, _ in colors.NORMS.values()]
+    others = [mcolors.to_rgb(c) for c in colors.OTHER]
+    for name in ("rmsnorm", "rms_norm", *(f"my_norm_{i}" for i in range(100))):
+        rgb = mcolors.to_rgb(colors.norm_color(name))
+        d = min(np.linalg.norm(np.subtract(rgb, c)) for c in shipped + others)
+        assert d >= 0.2, (name, colors.norm_color(name))
+    new = [mcolors.to_rgb(c) for c in colors.NEW]
+    assert min(np.linalg.norm(np.subtract(a, b)) for i, a in enumerate(new)
+               for b in new[i + 1:]) >= 0.2
+    assert colors.norm_color("batchnorm") == "#0173b2" and colors.norm_color("none") == "#000000"
+    assert colors.norm_color("zero_bias") == "#949494" and colors.norm_marker("l2norm") == "s"
 
 
 def _training(norms):

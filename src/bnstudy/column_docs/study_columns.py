@@ -11,11 +11,12 @@ error for regression.
 from __future__ import annotations
 
 RUN_IDS = {
-    "experiment": "the experiment (a config `experiments` entry; swept ones by generated name)",
-    "dataset": "the experiment's dataset (a config `datasets` entry)",
-    "model": "the experiment's model (a config `models` entry)",
-    "norm": "the run's normalizer (`python -m bnstudy list normalizers`)",
-    "seed": "the run's seed (initialization, batch order, augmentation, noise)",
+    "experiment": ("string",
+                   "the experiment (a config `experiments` entry; swept ones by generated name)"),
+    "dataset": ("string", "the experiment's dataset (a config `datasets` entry)"),
+    "model": ("string", "the experiment's model (a config `models` entry)"),
+    "norm": ("string", "the run's normalizer (`python -m bnstudy list normalizers`)"),
+    "seed": ("integer", "the run's seed (initialization, batch order, augmentation, noise)"),
 }
 
 ROWS = {
@@ -31,43 +32,50 @@ ROWS = {
 
 COLUMNS = {
     "training": {
-        "step": "SGD step of the evaluation (0: the initialization), or of the update whose "
-                "mini-batch loss was not finite (split `batch`)",
-        "split": "`train` or `test`: the whole set, in eval mode; `batch`: the mini-batch of "
-                 "the step at which the run diverged",
-        "loss": "mean loss over the split (cross-entropy in nats, or MSE)",
-        "accuracy": "fraction of the split classified correctly, 0 to 1 (NaN for regression "
-                    "and `batch` rows)",
-        "lr": "the learning rate of the step (the config's schedule)",
-        "wall_time": "seconds since training started (a resumed run keeps its clock)",
-        "diverged": "whether the run stopped on a non-finite mini-batch loss (same in every row "
-                    "of the run)",
+        "step": ("integer",
+                 "SGD step of the evaluation (0: the initialization), or of the update whose "
+                 "mini-batch loss was not finite (split `batch`)"),
+        "split": ("string",
+                  "`train` or `test`: the whole set, in eval mode; `batch`: the mini-batch of "
+                  "the step at which the run diverged"),
+        "loss": ("float", "mean loss over the split (cross-entropy in nats, or MSE)"),
+        "accuracy": ("float",
+                     "fraction of the split classified correctly, 0 to 1 (NaN for regression "
+                     "and `batch` rows)"),
+        "lr": ("float", "the learning rate of the step (the config's schedule)"),
+        "wall_time": ("float", "seconds since training started (a resumed run keeps its clock)"),
+        "diverged": ("boolean",
+                     "whether the run stopped on a non-finite mini-batch loss (same in every row "
+                     "of the run)"),
     },
     "dannemann": {
-        "record": "`data`, `gradient`, `optimum`, `landscape`, `trajectory`, `final` or "
-                  "`lemma`: what the row holds",
-        "sample": "data: the sample's index (0 to 2)",
-        "x1": "data: the sample's first input feature",
+        "record": ("string", "`data`, `gradient`, `optimum`, `landscape`, `trajectory`, `final` or "
+                             "`lemma`: what the row holds"),
+        "sample": ("integer", "data: the sample's index (0 to 2)"),
+        "x1": ("float", "data: the sample's first input feature"),
         "x2": "data: the sample's second input feature",
         "y": "data: the sample's label",
-        "method": "gradient: how the BN gradient at W* was obtained; optimum: how the optimum "
-                  "was found",
-        "objective": "`bn`: the cost with BN, C^(w); `plain`: the cost without, C(w)",
+        "method": ("string",
+                   "gradient: how the BN gradient at W* was obtained; optimum: how the optimum "
+                   "was found"),
+        "objective": ("string", "`bn`: the cost with BN, C^(w); `plain`: the cost without, C(w)"),
         "w1": "first weight: of W* (gradient), the optimum, or the GD iterate",
         "w2": "second weight: of W* (gradient), the optimum, or the GD iterate",
         "grad_w1": "gradient: dC^/dw1 at W*",
         "grad_w2": "gradient: dC^/dw2 at W*",
-        "grad_norm": "gradient: ||grad C^(W*)||_2; final: the gradient norm at the last iterate",
+        "grad_norm": ("float",
+                      "gradient: ||grad C^(W*)||_2; final: the gradient norm at the last iterate"),
         "grad_dot_w": "gradient: <grad C^(W*), W*> (0 for a scale-invariant cost)",
         "loss": "the cost at the row's w, a summed squared error: C^ for `bn` rows, C for "
                 "`plain` (NaN for `paper_reported`)",
         "angle_deg": "direction of w, atan2(w2, w1), in degrees",
         "bn_loss_at": "optimum `plain_least_squares`: C^ at W*",
         "line_residual": "3 w1 - 5 w2 (0 on the line of the BN optima)",
-        "radius": "landscape: the scan's radius, ||W*||",
-        "n_minima": "optimum `bn_angle_scan`: local minima the angle scan found (count)",
-        "init": "index of the GD start (0: the paper's W0 = W*, then seeded draws)",
-        "init_label": "`paper W0 = W*` or `random`",
+        "radius": ("float", "landscape: the scan's radius, ||W*||"),
+        "n_minima": ("integer",
+                     "optimum `bn_angle_scan`: local minima the angle scan found (count)"),
+        "init": ("integer", "index of the GD start (0: the paper's W0 = W*, then seeded draws)"),
+        "init_label": ("string", "`paper W0 = W*` or `random`"),
         "w0_1": "first weight of the start W0",
         "w0_2": "second weight of the start W0",
         "step": "trajectory: the GD step; final: the steps run",
@@ -78,33 +86,37 @@ COLUMNS = {
                                     "angle to the line 3 w1 = 5 w2",
         "dist_to_wstar": "final: ||w - W*||_2",
         "inner_w0_wstar": "lemma: <W0, W*>",
-        "hypothesis": "lemma: <W0, W*> > 0, Lemma 4.5's hypothesis",
+        "hypothesis": ("boolean", "lemma: <W0, W*> > 0, Lemma 4.5's hypothesis"),
         "lhs_closest": "lemma: ||W0 - W_bn||^2 to the closest BN optimum (an infimum)",
         "lhs_reached": "lemma: ||W0 - w||^2 to the optimum GD on C^ reached from W0",
         "rhs": "lemma: ||W0 - W*||^2 - (||W*||^2 - <W*, W0>)^2 / ||W*||^2, Lemma 4.5's bound",
-        "holds_closest": "lemma: lhs_closest <= rhs",
-        "holds_reached": "lemma: lhs_reached <= rhs",
+        "holds_closest": ("boolean", "lemma: lhs_closest <= rhs"),
+        "holds_reached": ("boolean", "lemma: lhs_reached <= rhs"),
     },
     "claims": {
-        "claim_id": "the claim's key (`bnstudy.claims.ledger.CLAIMS`)",
-        "paper": "the paper that makes the claim",
-        "claim": "the claim in words",
-        "quantity": "the per-run number compared and how it is reduced (its scale: usually a "
-                    "log)",
-        "rule": "when the verdict is `supported` / `not supported`, from the interval",
-        "baseline": "the compared normalizer, or (a contrast) the compared experiment; empty "
-                    "for a one-sample row",
-        "role": "`test`, `implementation check` or `beyond the paper`",
-        "curve": "Luo rows: the closed form and constant compared with",
-        "verdict": "`supported`, `not supported`, `inconclusive` or `not measured`",
-        "note": "why a row is not measured; collapsed or diverged runs, schedule confounds; "
-                "the checkpoints a stage-matched row used (bnstudy.claims.stage); a verdict's "
-                "course along an lr axis",
-        "protocol": "the paper's setting the claim was made in, in words "
-                    "(bnstudy.claims.protocols)",
-        "deviations": "where the row's experiment departs from that protocol, '; '-separated, "
-                      "generated from the study config (bnstudy.claims.deviations); empty when "
-                      "the ledger was built without the config (a replication round)",
+        "claim_id": ("string", "the claim's key (`bnstudy.claims.ledger.CLAIMS`)"),
+        "paper": ("string", "the paper that makes the claim"),
+        "claim": ("string", "the claim in words"),
+        "quantity": ("string",
+                     "the per-run number compared and how it is reduced (its scale: usually a "
+                     "log)"),
+        "rule": ("string", "when the verdict is `supported` / `not supported`, from the interval"),
+        "baseline": ("string",
+                     "the compared normalizer, or (a contrast) the compared experiment; empty "
+                     "for a one-sample row"),
+        "role": ("string", "`test`, `implementation check` or `beyond the paper`"),
+        "curve": ("string", "Luo rows: the closed form and constant compared with"),
+        "verdict": ("string", "`supported`, `not supported`, `inconclusive` or `not measured`"),
+        "note": ("string",
+                 "why a row is not measured; collapsed or diverged runs, schedule confounds; "
+                 "the checkpoints a stage-matched row used (bnstudy.claims.stage); a verdict's "
+                 "course along an lr axis"),
+        "protocol": ("string", "the paper's setting the claim was made in, in words "
+                               "(bnstudy.claims.protocols)"),
+        "deviations": ("string",
+                       "where the row's experiment departs from that protocol, '; '-separated, "
+                       "generated from the study config (bnstudy.claims.deviations); empty when "
+                       "the ledger was built without the config (a replication round)"),
         "absolute_effect": "smoothness rows: the paired log ratio of the paper's absolute "
                            "quantity (loss range, gradient l2 change, beta_eff) on the same "
                            "runs and checkpoints",
@@ -114,7 +126,8 @@ COLUMNS = {
         "dataset": "that experiment's dataset",
         "model": "that experiment's model",
         "norm": "the normalizer tested (the arm)",
-        "value": "mean over seeds of the arm's per-run quantity (dannemann: ||grad C^(W*)||)",
+        "value": ("float",
+                  "mean over seeds of the arm's per-run quantity (dannemann: ||grad C^(W*)||)"),
         "baseline_value": "mean over seeds of the baseline's per-run quantity (0: one-sample)",
         "effect": "mean over seeds of the paired effect, arm - baseline, in the quantity's "
                   "scale (dannemann: ||grad C^(W*)||)",
@@ -127,7 +140,7 @@ COLUMNS = {
         "effect_skew": "sample skewness of the paired effects over seeds (m3 / m2^1.5)",
         "skew_flag": "whether effect_skew is beyond what normal differences give at 95% "
                      "(the verdict then rests on the interval's skewness correction)",
-        "n_seeds": "seeds with a finite paired effect (count)",
+        "n_seeds": ("integer", "seeds with a finite paired effect (count)"),
         "in_words": "the effect and its interval as a sentence",
         "verdict_means": "what `supported` and `not supported` mean for this row",
         "interval_level": "level of the row's interval: the study's `ci`, or, over a replicated "
@@ -144,8 +157,8 @@ COLUMNS = {
         "p_value": "p-value of the rule's decision (scaled by alpha / alpha_k at a sequential "
                    "look)",
         "p_adjusted": "Holm-adjusted p-value over the study's measured test rows",
-        "adjusted_verdict": "the verdict after Holm's adjustment (`inconclusive` where "
-                            "p_adjusted >= alpha)",
+        "adjusted_verdict": ("string", "the verdict after Holm's adjustment (`inconclusive` where "
+                                       "p_adjusted >= alpha)"),
     },
     "replication": {
         "round": "the round (0-based)",
@@ -166,10 +179,13 @@ COLUMNS = {
 
 # Declared in bnstudy.columns but carried by no table the package writes.
 OTHER = {
-    "n_runs": "runs in a summary group (`bnstudy.tables.intervals.summarize` and the variance "
-              "split, computed for the report, not written)",
-    "n_inits": "no written table carries it (the dannemann analysis's option of that name: "
-               "its random GD starts)",
-    "n_angles": "no written table carries it (the dannemann analysis's option of that name: "
-                "directions of its angle scan)",
+    "n_runs": ("integer",
+               "runs in a summary group (`bnstudy.tables.intervals.summarize` and the variance "
+               "split, computed for the report, not written)"),
+    "n_inits": ("integer",
+                "no written table carries it (the dannemann analysis's option of that name: "
+                "its random GD starts)"),
+    "n_angles": ("integer",
+                 "no written table carries it (the dannemann analysis's option of that name: "
+                 "directions of its angle scan)"),
 }

@@ -6,8 +6,11 @@ the default study, in Balestriero's and in Santurkar's. With 20 registered norma
 colours some share a colour; the table below gives each shipped study's normalizers distinct
 colours (tested), and every (colour, marker) pair is unique, so any set of normalizers is told
 apart by colour and marker together. A normalizer registered later (its own module, no edit
-here) gets a colour and marker derived from its name among the pairs the table leaves free
-(stable across runs and studies, never a shipped normalizer's).
+here) gets a colour of its own, one of :data:`NEW`, hues that no shipped normalizer's colour and
+no :data:`OTHER` hue comes close to, and a marker, both derived from its name (stable across runs
+and studies). To choose its colour instead, add one line to :data:`NORMS`:
+``"<name>": ("#rrggbb", "o"),`` (``tests/test_norm_colors.py`` checks that the pair is unique and
+each shipped study's colours distinct).
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ BLACK = "#000000"
 OTHER = ("#cc6677", "#332288", "#ddcc77", "#117733", "#882255", "#44aa99", "#999933",
          "#aa4499", "#88ccee")
 MARKERS = ("o", "s", "^", "v", "D", "P", "X")
+# hues for normalizers registered without an entry in NORMS: each at least 0.2 (RGB distance)
+# from every shipped normalizer's colour, every OTHER hue and each other (the first is the one
+# colour-blind hue no shipped normalizer uses)
+NEW = ("#ece133", "#e7298a", "#17becf", "#6a3d9a", "#800000", "#66a61e", "#004488", "#ff6f61")
 
 # name -> (colour, marker)
 NORMS = {
@@ -51,12 +58,12 @@ NORMS = {
 
 
 _TAKEN = set(NORMS.values())
-_FREE = tuple((c, m) for m in MARKERS for c in CB if (c, m) not in _TAKEN)
+_FREE = tuple((c, m) for m in MARKERS for c in NEW if (c, m) not in _TAKEN)
 
 
 def _derived(name: str) -> tuple[str, str]:
-    """A (colour, marker) pair that no fixed entry uses, chosen by a hash of ``name``: stable
-    across runs and studies, and apart from every shipped normalizer's."""
+    """A (colour, marker) pair of a :data:`NEW` hue, chosen by a hash of ``name``: stable
+    across runs and studies, and a colour apart from every shipped normalizer's."""
     h = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big")
     return _FREE[h % len(_FREE)]
 

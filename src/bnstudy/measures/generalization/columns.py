@@ -10,7 +10,7 @@ ROWS = {
 
 COLUMNS = {
     "generalization": {
-        "step": "the last checkpoint's step, where the run is evaluated",
+        "step": ("integer", "the last checkpoint's step, where the run is evaluated"),
         "train_loss": "mean loss over the training set (eval mode)",
         "test_loss": "mean loss over the test set (eval mode)",
         "loss_gap": "test_loss - train_loss",
@@ -19,19 +19,20 @@ COLUMNS = {
         "test_accuracy": "fraction of the test set classified correctly, 0 to 1 "
         "(NaN for regression)",
         "accuracy_gap": "train_accuracy - test_accuracy (fraction)",
-        "bn_statistics": "`running`: BN's running averages; `recomputed`: "
-        "whole-training-set statistics at the final weights",
-        "gamma_sq": "mean over hidden layers with a learned per-unit scale of mean "
-        "gamma^2 (Luo Fig. 2e; NaN if none)",
-        "arch": "the model's architecture",
-        "dropout": "the model's dropout probability",
-        "train_batch_size": "the mini-batch the run trained with (full batch: the "
-        "training set's size)",
-        "lr_batch_scaled": "whether the learning rate was scaled with the batch "
-        "size (`lr_reference_batch`)",
-        "training_schedule": "the run's learning-rate schedule, momentum, weight decay and "
-        "steps in words (equal for runs trained alike)",
-        "diverged": "whether the run diverged (its checkpoints stop at the failing "
-        "step); its metrics are NaN",
+        "bn_statistics": ("string", "`running`: BN's running averages; `recomputed`: "
+                                    "whole-training-set statistics at the final weights"),
+        "gamma_sq": ("float", "mean over hidden layers with a learned per-unit scale of mean "
+                              "gamma^2 (Luo Fig. 2e; NaN if none)"),
+        "arch": ("string", "the model's architecture"),
+        "dropout": ("float", "the model's dropout probability"),
+        "train_batch_size": ("integer", "the mini-batch the run trained with (full batch: the "
+                                        "training set's size)"),
+        "lr_batch_scaled": ("boolean", "whether the learning rate was scaled with the batch "
+                                       "size (`lr_reference_batch`)"),
+        "training_schedule": ("string",
+                              "the run's learning-rate schedule, momentum, weight decay and "
+                              "steps in words (equal for runs trained alike)"),
+        "diverged": ("boolean", "whether the run diverged (its checkpoints stop at the failing "
+                                "step); its metrics are NaN"),
     }
 }

@@ -14,21 +14,24 @@ ROWS = {
 
 COLUMNS = {
     "bn_jitter": {
-        "step": "the checkpoint's step (W^t: the weights before update t; 0: the initialization)",
-        "diverged": "whether the run diverged (its checkpoints stop at the failing step)",
-        "batch_size": "the configured batch size |B|",
-        "batch_size_effective": "samples per batch statistic: |B| capped at the "
-        "training set (ghost BN: its virtual batch)",
-        "sampling": "`without_replacement` or `with_replacement`: how the batches are drawn",
-        "n_batches": "K, the mini-batches the variances are over (count)",
-        "applicable": "false for a network without BatchNorm layers (values NaN)",
-        "layer": 'the BN layer\'s label, its 1-based block position ("3"); `boundary`: '
-        "the decision-boundary summary; `n/a`: no BN",
-        "layer_index": "the layer's integer position (1: the first block) of the BN "
-        "layer; 0 for `boundary` and `n/a` rows",
-        "units": "the BN layer's units or channels (count)",
-        "samples_per_stat": "n = |B| H W, the values each statistic is over (count)",
-        "population": "the population the batch is drawn from, N H W values (count)",
+        "step": ("integer",
+                 "the checkpoint's step (W^t: the weights before update t; 0: the initialization)"),
+        "diverged": ("boolean",
+                     "whether the run diverged (its checkpoints stop at the failing step)"),
+        "batch_size": ("integer", "the configured batch size |B|"),
+        "batch_size_effective": ("integer", "samples per batch statistic: |B| capped at the "
+                                            "training set (ghost BN: its virtual batch)"),
+        "sampling": ("string",
+                     "`without_replacement` or `with_replacement`: how the batches are drawn"),
+        "n_batches": ("integer", "K, the mini-batches the variances are over (count)"),
+        "applicable": ("boolean", "false for a network without BatchNorm layers (values NaN)"),
+        "layer": ("string", 'the BN layer\'s label, its 1-based block position ("3"); `boundary`: '
+                            "the decision-boundary summary; `n/a`: no BN"),
+        "layer_index": ("integer", "the layer's integer position (1: the first block) of the BN "
+                                   "layer; 0 for `boundary` and `n/a` rows"),
+        "units": ("integer", "the BN layer's units or channels (count)"),
+        "samples_per_stat": ("integer", "n = |B| H W, the values each statistic is over (count)"),
+        "population": ("integer", "the population the batch is drawn from, N H W values (count)"),
         "var_mu_emp": "mean over units of the variance of mu_B over the K batches (ddof "
         "1; input units^2)",
         "var_mu_pred": "mean over units of the exact predicted variance of mu_B for the sampling",
@@ -51,25 +54,28 @@ COLUMNS = {
         "training points to the boundary (input units)",
         "margin_std": "boundary: standard deviation of that distance over realizations (ddof 1)",
         "margin_population": "boundary: the same distance for BN at whole-training-set statistics",
-        "no_boundary": "boundary: realizations whose grid holds a single class (count)",
-        "realizations": "boundary: R, the decision boundaries drawn (count)",
+        "no_boundary": ("integer",
+                        "boundary: realizations whose grid holds a single class (count)"),
+        "realizations": ("integer", "boundary: R, the decision boundaries drawn (count)"),
         "grid_step": "boundary: mean grid spacing, the margins' resolution (input units)",
     },
     "bn_jitter_boundary": {
         "step": "the checkpoint's step (the first and last measured; data rows: the first)",
         "diverged": "whether the run diverged (its checkpoints stop at the failing step)",
         "batch_size": "the configured batch size (0 for data rows)",
-        "kind": "`disagreement` (coarse map point), `population` or `realization` (a cell of "
-        "that decision boundary on the fine grid of boundary_resolution points per axis) or "
-        "`data`",
-        "realization": "the realization's index r (-1 for other kinds)",
-        "x0": "first input coordinate of the map point (population, realization: of the "
-        "boundary cell's centre; data: of the training point)",
-        "x1": "second input coordinate of the map point (population, realization: of the "
-        "boundary cell's centre; data: of the training point)",
-        "value": "disagreement: fraction of realizations disagreeing with the "
-        "majority (NaN for other kinds)",
-        "label": "disagreement: the majority class; data: the training point's class (NaN for "
-        "other kinds)",
+        "kind": ("string",
+                 "`disagreement` (coarse map point), `population` or `realization` (a cell of "
+                 "that decision boundary on the fine grid of boundary_resolution points per "
+                 "axis) or `data`"),
+        "realization": ("integer", "the realization's index r (-1 for other kinds)"),
+        "x0": ("float", "first input coordinate of the map point (population, realization: of the "
+                        "boundary cell's centre; data: of the training point)"),
+        "x1": ("float", "second input coordinate of the map point (population, realization: of the "
+                        "boundary cell's centre; data: of the training point)"),
+        "value": ("float", "disagreement: fraction of realizations disagreeing with the "
+                           "majority (NaN for other kinds)"),
+        "label": ("integer",
+                  "disagreement: the majority class; data: the training point's class (NaN for "
+                  "other kinds)"),
     },
 }
