@@ -16,6 +16,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from bnstudy import data
 from bnstudy.networks import models, normalizers
+from bnstudy.networks.norms import registry
+from bnstudy.networks.norms.float32 import Float32Statistics
 from bnstudy.train import loop as training
 from bnstudy.train import precision
 
@@ -113,3 +115,37 @@ def test_precision_option_is_checked_recorded_and_trains(images):
     assert fp32["history"][0]["loss"] != run["history"][0]["loss"]  # autocast was on
     assert fp32["history"][0]["loss"] == pytest.approx(run["history"][0]["loss"], rel=0.05)
     assert "fp32" in precision.PRECISIONS
+
+
+class _Rms(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(c))
+
+    def forward(self, x):
+        return x / x.pow(2).mean(dim=1, keepdim=True).sqrt() * self.weight.view(1, -1, *(
+            (1,) * (x.dim() - 2)))
+
+
+class _Rms32(Float32Statistics, _Rms):
+    pass
+
+
+def test_the_registry_enforces_the_normalizer_conventions():
+    """Issue 33: EXTENDING.md's normalizer had bfloat16 statistics under autocast and nothing
+    said so; the registry now refuses a layer that breaks a convention, naming the normalizer
+    and the rule."""
+    def entry(name, build):
+        return registry.Normalizer(name, build)
+
+    with pytest.raises(ValueError, match="normalizer 'plain_rms' breaks the autocast rule: its fc "
+                                         "layer _Rms .*Float32Statistics"):
+        registry.register(entry("plain_rms", lambda c, kind, **o: _Rms(c)))
+    with pytest.raises(ValueError, match="normalizer 'flat' breaks the weight rule.*per-unit"):
+        registry.conventions(entry("flat", lambda c, kind, **o: _Rms32(2 * c)))
+    with pytest.raises(ValueError, match="normalizer 'broken' breaks the input-kinds rule"):
+        registry.conventions(entry("broken", lambda c, kind, **o: 1 / 0))
+    assert "plain_rms" not in registry.REGISTRY
+    registry.conventions(entry("rms32", lambda c, kind, **o: _Rms32(c)))  # obeys them all
+    for name in normalizers.names():  # every shipped one keeps them
+        registry.conventions(normalizers.get(name))

@@ -96,11 +96,59 @@ REGISTRY: dict[str, Normalizer] = {}
 SOURCES: dict[str, str] = {}  # name -> the module that registered it
 
 
+# torch's own layers that keep float32 statistics under autocast
+TORCH_FLOAT32 = (nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm)  # noqa: SLF001
+
+
+def conventions(norm: Normalizer) -> None:
+    """The conventions every normalizer keeps (EXTENDING.md, "A normalizer"), checked on the
+    layers its ``build`` makes with its default options: it builds for both input kinds, ``"fc"``
+    (N, C) and ``"conv"`` (N, C, H, W); a layer that is more than ``nn.Identity`` computes its
+    statistics in float32 under autocast (it derives from
+    :class:`bnstudy.networks.norms.float32.Float32Statistics`, or is torch's BN, LayerNorm or
+    GroupNorm); a ``weight`` parameter is the per-unit scale (gamma), of shape (C,). A broken
+    one raises ValueError naming the normalizer and the rule. (Forward-mode AD, which the
+    smoothness and ICS measures use, is the layer's own torch ops: no custom autograd.Function
+    without a ``jvp``; the normalizer tests check it.)"""
+    from bnstudy.networks.norms.float32 import Float32Statistics
+
+    built = 0
+    for kind in ("fc", "conv"):
+        try:
+            layer = norm.build(4, kind, **norm.options)
+        except ValueError:  # a kind it does not support, refused in words (instance norm: fc)
+            continue
+        except Exception as err:  # noqa: BLE001 (any other failure breaks the rule)
+            raise ValueError(f"normalizer {norm.name!r} breaks the input-kinds rule: build(4, "
+                             f"{kind!r}) failed ({type(err).__name__}: {err}); a normalizer "
+                             "builds for 'fc' (N, C) and 'conv' (N, C, H, W) inputs, or refuses "
+                             "a kind with a ValueError saying why") from err
+        built += 1
+        if type(layer) is not nn.Identity and not isinstance(layer, (Float32Statistics,
+                                                                     *TORCH_FLOAT32)):
+            raise ValueError(
+                f"normalizer {norm.name!r} breaks the autocast rule: its {kind} layer "
+                f"{type(layer).__name__} does not compute its statistics in float32 under "
+                "autocast; derive it from bnstudy.networks.norms.float32.Float32Statistics "
+                "(class MyLayer(Float32Statistics, nn.Module)) or use torch's BN, LayerNorm or "
+                "GroupNorm")
+        weight = getattr(layer, "weight", None)
+        if isinstance(weight, nn.Parameter) and tuple(weight.shape) != (4,):
+            raise ValueError(f"normalizer {norm.name!r} breaks the weight rule: its {kind} "
+                             f"layer's weight has shape {tuple(weight.shape)}, not (C,) = (4,); "
+                             "a normalizer's weight is its per-unit scale (gamma)")
+    if not built:
+        raise ValueError(f"normalizer {norm.name!r} breaks the input-kinds rule: it builds for "
+                         "neither 'fc' (N, C) nor 'conv' (N, C, H, W) inputs")
+
+
 def register(norm: Normalizer) -> Normalizer:
     """Add ``norm`` to the registry (the calling module is recorded as its source: it must name
-    the entry in its ``NORMALIZERS`` tuple, :func:`bnstudy.networks.norms.entry_modules`)."""
+    the entry in its ``NORMALIZERS`` tuple, :func:`bnstudy.networks.norms.entry_modules`), after
+    checking its :func:`conventions`."""
     if norm.name in REGISTRY:
         raise ValueError(f"normalizer {norm.name!r} is already registered")
+    conventions(norm)
     REGISTRY[norm.name] = norm
     caller = inspect.currentframe().f_back
     SOURCES[norm.name] = caller.f_globals.get("__name__", "?") if caller else "?"
