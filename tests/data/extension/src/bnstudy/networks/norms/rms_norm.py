@@ -30,4 +30,5 @@ class RMSNorm(Float32Statistics, nn.Module):
 
 register(Normalizer(
     "rms_norm", lambda c, kind, **o: RMSNorm(c, kind, **o), options={"eps": 1e-6},
-    check=check_eps, description="RMSNorm: per-sample division by the root mean square"))
+    check=check_eps, option_docs={"eps": "added to the mean square before the root"},
+    description="RMSNorm: per-sample division by the root mean square"))
