@@ -93,6 +93,21 @@ def _typed(section: str, items: dict, parse, check=None) -> dict:
     return out
 
 
+def every_measure(cfg: dict) -> None:
+    """With ``every_measure: true``, a section of default options (``{}``, filled in by the
+    schema) for each registered measure the config does not configure; refused unless a
+    boolean."""
+    from bnstudy import measures
+
+    flag = cfg.get("every_measure", False)
+    if not isinstance(flag, bool):
+        fail("every_measure", f"got {flag!r}; allowed: true or false")
+    if flag:
+        for name in measures.REGISTRY:
+            if cfg.get(name) is None:
+                cfg[name] = {}
+
+
 def _measure_options(cfg: dict) -> dict:
     """Each configured measure's typed options (:meth:`bnstudy.options.Options.parse`)."""
     from bnstudy import measures
@@ -228,6 +243,7 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
     bounds.check_names(cfg)
     # the measures' sections, the dataset kinds and the models' and trainings' keys are
     # declared by their own classes and registries, and generated into the schema here
+    every_measure(cfg)
     validate_schema(cfg, schema, measure_sections(), data.kinds(), entry_schemas())
     setup_checks.check_results(cfg)
     _device(cfg, local)
