@@ -34,8 +34,8 @@ import torch
 import yaml
 
 from bnstudy import data
+from bnstudy.data import grids
 from bnstudy.measures.partition import compute as pdm
-from bnstudy.measures.partition import maps as partition_maps
 from bnstudy.measures.partition import polytope as pdp
 from bnstudy.networks import models
 
@@ -57,7 +57,7 @@ def bench(net, ds, opts: pdm.Options, dev, repeat: int) -> dict:
     batch = torch.arange(32)
     frozen = pdm.frozen_copy(net, opts.bn_statistics, xtr, batch)
     sets = pdm.point_sets(ds, opts)
-    grid = (partition_maps.grid(ds, opts.map_resolution, opts.map_margin)
+    grid = (grids.grid(ds, opts.map_resolution, opts.map_margin)
             if opts.maps and xtr.shape[1] == 2 else None)
     v = pdp.frame(xtr.shape[1], opts.n_vertices, opts.seed).to(dev)
     calls = []

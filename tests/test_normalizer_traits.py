@@ -21,9 +21,8 @@ from specs import make_spec
 
 from bnstudy.measures.generalization import compute as generalization
 from bnstudy.measures.ics import compute as ics
-from bnstudy.measures.partition import frozen_bn as partition_bn
 from bnstudy.measures.smoothness import compute as smoothness
-from bnstudy.networks import models, normalizers
+from bnstudy.networks import models, normalizers, probe
 from bnstudy.networks.norms import layers as nl
 from bnstudy.networks.norms import noisy as nln
 from bnstudy.train import checkpoints
@@ -82,7 +81,7 @@ def test_frozen_statistics_give_the_full_batch_training_map(name):
     with torch.no_grad():
         full_batch = model.train()(x)
         for chunk in (len(x), 7):
-            frozen = partition_bn.frozen_copy(model, "train_set", x, chunk_rows=chunk)
+            frozen = probe.frozen_copy(model, "train_set", x, chunk_rows=chunk)
             torch.testing.assert_close(frozen(x), full_batch, atol=2e-5, rtol=1e-4)
             recomputed = generalization.recompute_bn_statistics(model, x, chunk=chunk)
             torch.testing.assert_close(recomputed(x), full_batch, atol=2e-5, rtol=1e-4)
@@ -111,10 +110,10 @@ def test_statistics_pass_uses_each_layers_deterministic_map(name, options):
     with torch.no_grad():
         ref = _whole_set_reference(model, x)
         for chunk in (len(x), 7):  # one pass, and layer by layer in chunks
-            frozen = partition_bn.frozen_copy(model, "train_set", x, chunk_rows=chunk)
+            frozen = probe.frozen_copy(model, "train_set", x, chunk_rows=chunk)
             torch.testing.assert_close(frozen(x), ref, atol=1e-5, rtol=1e-4)
             batch = torch.arange(8, 40)
-            frozen = partition_bn.frozen_copy(model, "batch", x, batch, chunk_rows=chunk)
+            frozen = probe.frozen_copy(model, "batch", x, batch, chunk_rows=chunk)
             torch.testing.assert_close(frozen(x[batch]), _whole_set_reference(model, x[batch]),
                                        atol=1e-5, rtol=1e-4)
 

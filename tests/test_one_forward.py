@@ -25,8 +25,7 @@ import torch
 from torch import nn
 
 from bnstudy.measures.jitter import stats as bjs
-from bnstudy.measures.partition import frozen_bn
-from bnstudy.networks import layer_stats, models, normalizers
+from bnstudy.networks import layer_stats, models, normalizers, probe
 from bnstudy.networks.layer_stats import layer_by_layer
 from bnstudy.networks.normalizers import batch_statistics_layers, batchnorm_modules
 from bnstudy.networks.norms import bn_init
@@ -113,7 +112,7 @@ def old_population_moments(model, x, chunk_rows=65536):
         mean = acc["shift"] + e1
         m2 = (e2 - e1 ** 2).clamp_min(0.0)
         m4 = (e4 - 4 * e1 * e3 + 6 * e1 ** 2 * e2 - 3 * e1 ** 4).clamp_min(0.0)
-        frozen_bn.set_buffers(bn, mean, m2)
+        probe.set_buffers(bn, mean, m2)
         out.append(bjs.Moments(acc["n"], *(t.cpu().numpy() for t in (mean, m2, m4))))
     return out, net
 
@@ -255,12 +254,12 @@ def test_frozen_bn_statistics_bitwise_and_one_forward(arch, norm, chunk, mode, c
         old = old_population_statistics(old_net, x, chunk)
     caplog.clear()
     with _Rows(new_net) as rows:
-        new = frozen_bn.population_statistics(new_net, x, chunk)
+        new = probe.population_statistics(new_net, x, chunk)
     for a, b in zip(old, new, strict=True):
         assert all(torch.equal(u, v) for u, v in zip(a, b, strict=True))
     _equal_states(old_net, new_net)
     _check_mode(mode, caplog, rows, chunk, old_rows)
-    frozen = frozen_bn.frozen_copy(net, "train_set", x, chunk_rows=chunk)  # a pure measure
+    frozen = probe.frozen_copy(net, "train_set", x, chunk_rows=chunk)  # a pure measure
     _equal_states(frozen, new_net)
     assert net.training and not frozen.training
     assert all(torch.equal(v, net.state_dict()[k]) for k, v in before.items())
@@ -447,7 +446,7 @@ def test_layer_by_layer_errors(chunk, budget, monkeypatch):
     bn_net, bx = _model("mlp", "batchnorm")
     bn_net.spare = nl.BatchNorm1d(6)  # a batch-statistics layer the forward never calls
     with pytest.raises(RuntimeError, match=r"layers \[3\] are not on the forward path"):
-        frozen_bn.population_statistics(bn_net, bx, chunk)
+        probe.population_statistics(bn_net, bx, chunk)
     with pytest.raises(RuntimeError, match=r"BN layers \[3\] are not on the forward path"):
         bjs.population_moments(bn_net, bx, chunk)
 

@@ -11,10 +11,9 @@ import torch
 from specs import make_spec
 
 from bnstudy.measures.partition import compute as pdm
-from bnstudy.measures.partition import frozen_bn as partition_bn
 from bnstudy.measures.partition import maps as partition_maps
 from bnstudy.measures.partition import polytope as pdp
-from bnstudy.networks import models
+from bnstudy.networks import models, probe
 from bnstudy.plots import partition_density as pdplots
 from bnstudy.train import loop as training
 
@@ -198,8 +197,8 @@ def test_population_statistics_single_pass_and_chunked_agree():
     torch.manual_seed(1)
     net = _net("batchnorm", 4, depth=3, width=8)
     x = torch.randn(200, 4) * 2 + 1
-    one = partition_bn.population_statistics(copy.deepcopy(net), x, chunk_rows=1000)
-    chunked = partition_bn.population_statistics(copy.deepcopy(net), x, chunk_rows=37)
+    one = probe.population_statistics(copy.deepcopy(net), x, chunk_rows=1000)
+    chunked = probe.population_statistics(copy.deepcopy(net), x, chunk_rows=37)
     for (m1, v1), (m2, v2) in zip(one, chunked, strict=True):
         torch.testing.assert_close(m1, m2, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(v1, v2, rtol=1e-5, atol=1e-5)

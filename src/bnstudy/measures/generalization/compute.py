@@ -8,8 +8,7 @@ statistics the batch-statistics normalizers (BN and its variants, the l_p norms:
 - ``recomputed``: population statistics recomputed over the whole training set at the final
   weights, as in "precise BN": each layer's statistics of its input (BN: mean and biased
   variance; l_p norms: mean and l_p scale) over the set, the earlier layers frozen at theirs
-  and running their deterministic map (:func:`bnstudy.measures.partition.frozen_bn.frozen_copy`, on
-  a copy).
+  and running their deterministic map (:func:`bnstudy.networks.probe.frozen_copy`, on a copy).
   A model without such layers is evaluated as it is.
 
 Gaps are ``test - train`` for the loss and ``train - test`` for accuracy, so that a positive gap
@@ -33,8 +32,8 @@ import torch
 from torch import nn
 
 from bnstudy.measures.generalization.options import BN_STATISTICS, Options  # noqa: F401
-from bnstudy.measures.partition.frozen_bn import frozen_copy
 from bnstudy.networks.blocks import blocks
+from bnstudy.networks.probe import frozen_copy
 from bnstudy.train import checkpoints
 from bnstudy.train.loop import evaluate
 

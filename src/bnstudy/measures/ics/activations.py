@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from bnstudy.measures.ics.options import Options
-from bnstudy.networks import models
+from bnstudy.networks.probe import preactivations
 from bnstudy.train import checkpoints
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -59,23 +59,8 @@ def normalizer_outputs(model: nn.Module, probe: torch.Tensor) -> list[torch.Tens
     """The output of every hidden block's normalizer on ``probe``, input to output, from one
     train-mode forward of a deep copy of ``model`` (pure: the model is not touched)."""
     net = copy.deepcopy(model).train()
-    blocks = models.blocks(net)
-    found: dict[int, torch.Tensor] = {}
-
-    def keep(i: int):
-        return lambda _m, _args, out: found.setdefault(i, out.detach())
-
-    hooks = [b.norm.register_forward_hook(keep(i)) for i, b in enumerate(blocks)]
-    try:
-        with torch.no_grad():
-            net(probe)
-    finally:
-        for h in hooks:
-            h.remove()
-    missing = [f"block{i + 1}" for i in range(len(blocks)) if i not in found]
-    if missing:
-        raise ValueError(f"the forward pass skipped the normalizers of {missing}")
-    return [found[i] for i in range(len(blocks))]
+    with torch.no_grad():
+        return preactivations(net, probe, site="norm", first=True)
 
 
 def unit_values(h: torch.Tensor, units: np.ndarray) -> np.ndarray:

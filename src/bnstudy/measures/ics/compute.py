@@ -79,6 +79,7 @@ from torch.func import functional_call
 
 from bnstudy.measures.ics.options import Options
 from bnstudy.networks import models
+from bnstudy.networks.probe import watch
 from bnstudy.train import augment, checkpoints
 from bnstudy.train.loop import loss_fn
 
@@ -138,15 +139,9 @@ def _compare(g: torch.Tensor, gp: torch.Tensor) -> dict:
 def _input_stats(net: nn.Module, params: dict, probe: torch.Tensor) -> list[tuple]:
     """Per-unit (mean, biased variance) of every layer's input on ``probe``, in train mode."""
     found: list[torch.Tensor] = []
-    mods = models.maps(net)
-    hooks = [m.register_forward_pre_hook(lambda _m, a: found.append(a[0].detach()))
-             for m in mods]
-    try:
-        with torch.no_grad():
-            functional_call(net, params, (probe,))
-    finally:
-        for h in hooks:
-            h.remove()
+    with watch(models.maps(net), lambda _j, h: found.append(h.detach()), inputs=True), \
+            torch.no_grad():
+        functional_call(net, params, (probe,))
     out = []
     for h in found:
         dims = (0,) if h.dim() == 2 else (0, *range(2, h.dim()))

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bnstudy.measures.partition import maps as partition_maps
+from bnstudy.data import grids
 
 
 def boundary_cells(classes: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
@@ -46,7 +46,7 @@ class FineGrid:
         if resolution < 2:
             raise ValueError(f"boundary_resolution={resolution!r}: need an int >= 2")
         self.res, self.chunk_rows = resolution, chunk_rows
-        self.grid = partition_maps.grid(ds, resolution, margin)
+        self.grid = grids.grid(ds, resolution, margin)
         self.xs = self.grid[:resolution, 0].astype(float)
         self.ys = self.grid[::resolution, 1].astype(float)
 

@@ -76,6 +76,7 @@ from bnstudy.measures.jitter import stats as st
 from bnstudy.measures.jitter.options import CHECKPOINTS, Options  # noqa: F401
 from bnstudy.networks import memory, models
 from bnstudy.networks.normalizers import batchnorm_modules
+from bnstudy.networks.probe import training_mode, watch
 from bnstudy.train.loop import build
 
 log = logging.getLogger("bnstudy")
@@ -119,17 +120,10 @@ def _layer_rows(emp, moments: list[st.Moments], n_eff: int, hw: list[int], opts:
 def _spatial(model: nn.Module, x: torch.Tensor) -> list[int]:
     """H * W of every BN layer's input (1 for fully connected layers)."""
     sizes: list[int] = []
-    hooks = [bn.register_forward_pre_hook(
-        lambda m, inp: sizes.append(int(np.prod(inp[0].shape[2:], dtype=np.int64))))
-        for bn in batchnorm_modules(model)]
-    was = model.training
-    try:
-        with torch.no_grad():
-            model.eval()(x[:2])
-    finally:
-        model.train(was)
-        for h in hooks:
-            h.remove()
+    with watch(batchnorm_modules(model),
+               lambda _j, z: sizes.append(int(np.prod(z.shape[2:], dtype=np.int64))),
+               inputs=True), training_mode(model, False), torch.no_grad():
+        model(x[:2])
     return sizes
 
 

@@ -6,9 +6,10 @@ network's BN layers are frozen at the statistics that batch gives every layer in
 forward (mean and biased variance; ghost BN: its first virtual batch) and the predicted class is
 evaluated in eval mode on a ``grid_resolution`` x ``grid_resolution`` grid spanning the train and
 test inputs (widened by ``grid_margin`` times the extent on each side; the partition-density
-maps' grid). So each realization is the function training on that batch computes, for every
-grid point at once. Per grid point: the majority class over the realizations (ties: the lowest
-class index) and the fraction of realizations that disagree with it.
+maps' grid, :mod:`bnstudy.data.grids`). So each realization is the function training on that
+batch computes, for every grid point at once. Per grid point: the majority class over the
+realizations (ties: the lowest class index) and the fraction of realizations that disagree with
+it.
 
 Summary (one ``layer = "boundary"`` row per step and batch size of table ``bn_jitter``):
 
@@ -43,10 +44,10 @@ import torch
 from scipy.spatial import cKDTree
 from torch import nn
 
+from bnstudy.data import grids
 from bnstudy.measures.jitter import cells as fine_cells
-from bnstudy.measures.partition import maps as partition_maps
-from bnstudy.measures.partition.frozen_bn import set_buffers
 from bnstudy.networks.normalizers import batchnorm_modules
+from bnstudy.networks.probe import set_buffers
 
 SUMMARY_KEYS = ("band_fraction", "band_area", "disagreement_mean", "margin_mean", "margin_std",
                 "margin_population", "no_boundary", "realizations", "grid_step")
@@ -97,7 +98,7 @@ class Boundary:
         self.net = copy.deepcopy(frozen).eval()  # its BN buffers are set per realization
         self.bns = batchnorm_modules(self.net)
         self.dev = next(self.net.parameters()).device
-        self.grid = partition_maps.grid(ds, self.res, opts.grid_margin)
+        self.grid = grids.grid(ds, self.res, opts.grid_margin)
         self.xs, self.ys = self.grid[: self.res, 0].astype(float), self.grid[:: self.res, 1].astype(
             float)
         self.points = ds.x_train.reshape(len(ds.x_train), -1).astype(float)

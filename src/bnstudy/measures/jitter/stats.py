@@ -38,10 +38,10 @@ import torch
 from torch import nn
 
 from bnstudy.measures.jitter.options import SAMPLING  # noqa: F401 (re-exported)
-from bnstudy.measures.partition.frozen_bn import set_buffers
 from bnstudy.networks.layer_stats import layer_by_layer
 from bnstudy.networks.normalizers import batchnorm_modules
 from bnstudy.networks.norms.layers import GhostBatchNorm, ghost_sizes
+from bnstudy.networks.probe import set_buffers, watch
 
 
 def prop2(m2, m4, n: int) -> tuple:
@@ -133,23 +133,17 @@ def batch_statistics(model: nn.Module, x: torch.Tensor,
     bns = batchnorm_modules(net)
     current: list = [None] * len(bns)
 
-    def hook(j):
-        def f(module, inp):
-            var, mean = torch.var_mean(inp[0], dim=_dims(inp[0]), correction=0)
-            current[j] = (mean.double(), var.double())
-        return f
+    def moments(j: int, z: torch.Tensor) -> None:
+        var, mean = torch.var_mean(z, dim=_dims(z), correction=0)
+        current[j] = (mean.double(), var.double())
 
-    handles = [bn.register_forward_pre_hook(hook(j)) for j, bn in enumerate(bns)]
     out = [(torch.empty(len(batches), bn.num_features, dtype=torch.float64),
             torch.empty(len(batches), bn.num_features, dtype=torch.float64)) for bn in bns]
-    try:
+    with watch(bns, moments, inputs=True):  # each BN layer's input, as it runs
         for k, idx in enumerate(batches):
             net(x[idx])
             for j, (mean, var) in enumerate(current):
                 out[j][0][k], out[j][1][k] = mean.cpu(), var.cpu()
-    finally:
-        for h in handles:
-            h.remove()
     return out
 
 

@@ -8,7 +8,7 @@ the normalizer's output before the activation) and their union, the whole networ
 This module draws them at line resolution:
 
 - The grid: ``boundary_resolution`` (``R``, default 400) cells per axis over the maps' extent
-  (:func:`bnstudy.measures.partition.maps.extent`: the train and test inputs' bounding box
+  (:func:`bnstudy.data.grids.extent`: the train and test inputs' bounding box
   widened by ``map_margin``); the pre-activations of every kinked layer's units are evaluated
   at the ``(R + 1) x (R + 1)`` cell corners.
 - A cell is a boundary cell of layer ``l`` when some unit of ``l`` changes sign (``h > 0``
@@ -24,7 +24,7 @@ This module draws them at line resolution:
 - ``all``: the union over the kinked layers, the whole network's partition (a cell of every
   layer's partition is a cell of it).
 - BN is frozen exactly as for the density maps (the same frozen copy,
-  :mod:`bnstudy.measures.partition.frozen_bn`, ``bn_statistics``), so the lines are the
+  :func:`bnstudy.networks.probe.frozen_copy`, ``bn_statistics``), so the lines are the
   boundaries of one fixed function of the input.
 - Which runs: the table is written where the density maps are (2-D inputs, ``maps: true``), for
   every run, at its first and last checkpoint (what the figure draws: the first seed's
@@ -49,8 +49,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from bnstudy.measures.partition import maps as partition_maps
+from bnstudy.data import grids
 from bnstudy.measures.partition.options import Options
+from bnstudy.networks.probe import capture
 
 DATA = "data"
 
@@ -63,7 +64,7 @@ def applies(ds, opts: Options) -> bool:
 
 def corners(ds, resolution: int, margin: float) -> tuple[np.ndarray, np.ndarray]:
     """The ``resolution + 1`` cell corners along each axis (float64), over the maps' extent."""
-    lo, hi = partition_maps.extent(ds, margin)
+    lo, hi = grids.extent(ds, margin)
     return tuple(np.linspace(float(lo[d]), float(hi[d]), resolution + 1) for d in range(2))
 
 
@@ -79,17 +80,9 @@ def cell_masks(net: nn.Module, preacts: list[nn.Module], axes, rows: int) -> np.
     x0 = torch.as_tensor(a0, device=p.device).to(p.dtype)
     hedge = np.zeros((n_layers, n1, n0 - 1), dtype=bool)  # [l, corner row, cell column]
     vedge = np.zeros((n_layers, n1 - 1, n0), dtype=bool)  # [l, cell row, corner column]
-    out: dict[int, torch.Tensor] = {}
     prev: list = [None] * n_layers  # (sign, finite) of the last corner row of the band before
-
-    def hook(j):
-        def f(_module, _inp, h):
-            out[j] = h
-        return f
-
-    handles = [m.register_forward_hook(hook(j)) for j, m in enumerate(preacts)]
     band = max(1, rows // n0)
-    try:
+    with capture(preacts) as out:  # each layer's last output: this band's pre-activations
         for start in range(0, n1, band):
             stop = min(start + band, n1)
             k = stop - start
@@ -114,9 +107,6 @@ def cell_masks(net: nn.Module, preacts: list[nn.Module], axes, rows: int) -> np.
                     vedge[j, first:stop - 1] = ((pos[1:] != pos[:-1]).any(-1)
                                                 & ok[1:] & ok[:-1]).cpu().numpy()
                 prev[j] = (pos[-1:], ok[-1:])
-    finally:
-        for h in handles:
-            h.remove()
     return hedge[:, :-1] | hedge[:, 1:] | vedge[:, :, :-1] | vedge[:, :, 1:]
 
 

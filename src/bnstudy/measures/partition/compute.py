@@ -59,7 +59,8 @@ Two methods (``method``, recorded per row):
   ``train_set`` (default; the paper's "BN statistics are obtained from the full training set"):
   the mean and biased variance of every BN layer's input over the whole training set at the
   checkpoint's weights, each layer computed with all earlier BN layers already normalizing with
-  their own full-set statistics (a full-batch train-mode pass), then frozen as a fixed affine map;
+  their own full-set statistics (a full-batch train-mode pass), then frozen as a fixed affine map
+  (:func:`bnstudy.networks.probe.frozen_copy`);
   ``batch``: the same over the step's recorded mini-batch; ``running``: the stored running
   buffers (eval mode). Freezing makes the network one fixed function of its input, so the counts do
   not depend on which points share a forward pass. LayerNorm/GroupNorm normalize each input by its
@@ -74,9 +75,9 @@ Two methods (``method``, recorded per row):
   (:mod:`bnstudy.data.images`); radii are in those input units.
 - At every checkpoint of the run (step 0 is the initialization). For 2-D inputs also a map over a
   ``map_resolution`` x ``map_resolution`` grid covering the train and test data (see
-  :mod:`bnstudy.measures.partition.maps`), and the exact boundaries, per layer and all layers,
-  on a ``boundary_resolution`` x ``boundary_resolution`` grid of cells over the same extent
-  (:mod:`bnstudy.measures.partition.boundaries`).
+  :mod:`bnstudy.measures.partition.maps`; :mod:`bnstudy.data.grids`), and the exact boundaries,
+  per layer and all layers, on a ``boundary_resolution`` x ``boundary_resolution`` grid of cells
+  over the same extent (:mod:`bnstudy.measures.partition.boundaries`).
 
 The measure never changes the model it is given: it works on a deep copy.
 """
@@ -91,35 +92,21 @@ import numpy as np
 import torch
 from torch import nn
 
+from bnstudy.data import grids
 from bnstudy.measures.partition import boundaries as partition_boundaries
 from bnstudy.measures.partition import budget
 from bnstudy.measures.partition import distance as partition_distance
 from bnstudy.measures.partition import maps as partition_maps
-from bnstudy.measures.partition.frozen_bn import frozen_copy
 from bnstudy.measures.partition.options import METHODS, POINT_SETS, Options  # noqa: F401
 from bnstudy.measures.partition.polytope import crossing_counts, frame
-from bnstudy.networks import memory, models
+from bnstudy.networks import memory
 from bnstudy.networks.normalizers import batch_statistics_layers
+from bnstudy.networks.probe import frozen_copy, kinked_blocks
 from bnstudy.train.loop import build
 
 log = logging.getLogger("bnstudy")
 
 NO_BN = "n/a"
-
-
-def kinked_blocks(model: nn.Module) -> list[tuple[int, models.Block]]:
-    """(1-based layer index, block) of every block whose activation folds the input at 0."""
-    out = []
-    for i, b in enumerate(models.blocks(model), start=1):
-        act = b.act
-        if isinstance(act, nn.ReLU) or (isinstance(act, nn.LeakyReLU)
-                                        and act.negative_slope != 1.0):
-            out.append((i, b))
-        elif not (isinstance(act, nn.Identity)
-                  or (isinstance(act, nn.LeakyReLU) and act.negative_slope == 1.0)):
-            raise ValueError(f"partition density needs piecewise-linear activations with a kink "
-                             f"at 0 (ReLU, LeakyReLU) or identity; layer {i} has {act!r}")
-    return out
 
 
 def point_sets(ds, opts: Options) -> dict[str, np.ndarray]:
@@ -212,7 +199,7 @@ def measure(model: nn.Module, ds, options: dict | Options | None = None,
     directions = frame(xtr.shape[1], opts.n_vertices, opts.seed).to(dev)
     grid = None
     if opts.maps and xtr.shape[1] == 2:
-        grid = partition_maps.grid(ds, opts.map_resolution, opts.map_margin)
+        grid = grids.grid(ds, opts.map_resolution, opts.map_margin)
     blocks, map_counts, layers, neurons, forwards, nrows = count_blocks(
         net, opts, sets, grid, directions, dev, rows_per_pass)
     if opts.method == "distance":

@@ -27,6 +27,8 @@ import torch
 from torch import nn
 from torch.autograd import forward_ad
 
+from bnstudy.networks.probe import watch
+
 
 def _chunks(n_points: int, n_tangents: int, chunk_rows: int):
     """(point slice, tangent slice) pairs covering all pairs, at most ``chunk_rows`` rows each."""
@@ -48,14 +50,11 @@ def directional(net: nn.Module, norms: list[nn.Module], x: torch.Tensor,
     nt = d if tangents is None else len(tangents)
     out: list = [None] * len(norms)
 
-    def hook(k):
-        def f(module, inp, h):
-            primal, tangent = forward_ad.unpack_dual(h)
-            out[k] = (primal, tangent)
-        return f
+    def unpack(k: int, h: torch.Tensor) -> None:
+        primal, tangent = forward_ad.unpack_dual(h)
+        out[k] = (primal, tangent)
 
-    handles = [m.register_forward_hook(hook(k)) for k, m in enumerate(norms)]
-    try:
+    with watch(norms, unpack):
         for ps, ts in _chunks(len(x), nt, chunk_rows):
             n, m = ps.stop - ps.start, ts.stop - ts.start
             if tangents is None:
@@ -75,9 +74,6 @@ def directional(net: nn.Module, norms: list[nn.Module], x: torch.Tensor,
                 stats["forwards"] = stats.get("forwards", 0) + 1
                 stats["rows"] = stats.get("rows", 0) + n * m
             yield ps, ts, res
-    finally:
-        for h in handles:
-            h.remove()
 
 
 def distance_counts(net: nn.Module, norms: list[nn.Module], centers: torch.Tensor,

@@ -6,7 +6,7 @@ point of a ``resolution x resolution`` grid, the units whose boundary crosses th
 radius ``map_radius`` around the point, with the same method, BN statistics and frame as the
 point sets (``method`` and ``effective_radius`` columns, as in the point-set table). The grid
 spans the bounding box of the train and test inputs, widened on each side by ``margin`` times the
-box's extent along that axis.
+box's extent along that axis (:mod:`bnstudy.data.grids`).
 
 Each grid point gets one row per layer group: ``first`` (the first kinked layer), ``middle`` (the
 kinked layer at position ``(L - 1) // 2``, 0-based, of the ``L`` kinked layers: the exact middle
@@ -19,26 +19,6 @@ each panel by its maximum; the plots do the same and print the maximum. Rows wit
 from __future__ import annotations
 
 import numpy as np
-
-
-def extent(ds, margin: float) -> tuple[np.ndarray, np.ndarray]:
-    """``(lo, hi)`` per input axis: the bounding box of the train and test inputs, widened on
-    each side by ``margin`` times its extent (the maps' and the boundary grid's extent)."""
-    x = np.concatenate([ds.x_train.reshape(len(ds.x_train), -1),
-                        ds.x_test.reshape(len(ds.x_test), -1)])
-    if x.shape[1] != 2:
-        raise ValueError(f"partition-density maps need 2-D inputs, got dimension {x.shape[1]}")
-    lo, hi = x.min(0), x.max(0)
-    pad = margin * (hi - lo)
-    return lo - pad, hi + pad
-
-
-def grid(ds, resolution: int, margin: float) -> np.ndarray:
-    """``(resolution**2, 2)`` float32 grid points; x0 varies fastest."""
-    lo, hi = extent(ds, margin)
-    axes = [np.linspace(lo[d], hi[d], resolution) for d in range(2)]
-    g0, g1 = np.meshgrid(*axes, indexing="xy")
-    return np.stack([g0.ravel(), g1.ravel()], axis=1).astype(np.float32)
 
 
 def groups(layers: list[int]) -> dict[str, list[int]]:

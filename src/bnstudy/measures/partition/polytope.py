@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from bnstudy.networks.probe import watch
+
 
 def frame(dim: int, n_vertices: int, seed: int) -> torch.Tensor:
     """The ``(k, dim)`` orthonormal frame, ``k = min(n_vertices // 2, dim)``, from ``seed``."""
@@ -44,7 +46,7 @@ def crossing_counts(net: nn.Module, layers: list, centers: torch.Tensor, radii: 
                     directions: torch.Tensor, chunk_rows: int = 65536) -> Counts:
     """Per center and layer, the units whose pre-activation (``block.preact``'s output) changes
     sign over the vertices ``centers[i] +- radii[i] * directions[j]``; ``layers``: the
-    ``(1-based index, block)`` pairs to count (``partition_density.kinked_blocks(net)``).
+    ``(1-based index, block)`` pairs to count (:func:`bnstudy.networks.probe.kinked_blocks`).
     ``net`` is used as given (freeze it first); hooks are removed afterwards."""
     if not layers:
         raise ValueError("no layer with a kinked activation to count: no partition")
@@ -53,29 +55,23 @@ def crossing_counts(net: nn.Module, layers: list, centers: torch.Tensor, radii: 
     per = max(1, chunk_rows // nv)
     state: dict = {"counts": [None] * len(layers), "neurons": [0] * len(layers)}
 
-    def hook(j):
-        def f(module, inp, h):
-            h = h.reshape(state["n"], nv, -1)
-            hi, lo = h.amax(1), h.amin(1)
-            count = ((hi > 0) & (lo < 0)).sum(1).float()
-            # NaN/inf anywhere in a point's vertices makes this sum non-finite (float64: finite
-            # float32 values cannot overflow it); cheaper than isfinite over (points, neurons)
-            spread = (hi.double() - lo.double()).sum(1)
-            count[~torch.isfinite(spread)] = float("nan")
-            state["counts"][j], state["neurons"][j] = count, h.shape[2]
-        return f
+    def count(j: int, h: torch.Tensor) -> None:
+        h = h.reshape(state["n"], nv, -1)
+        hi, lo = h.amax(1), h.amin(1)
+        got = ((hi > 0) & (lo < 0)).sum(1).float()
+        # NaN/inf anywhere in a point's vertices makes this sum non-finite (float64: finite
+        # float32 values cannot overflow it); cheaper than isfinite over (points, neurons)
+        spread = (hi.double() - lo.double()).sum(1)
+        got[~torch.isfinite(spread)] = float("nan")
+        state["counts"][j], state["neurons"][j] = got, h.shape[2]
 
-    handles = [b.preact.register_forward_hook(hook(j)) for j, (_, b) in enumerate(layers)]
     out = torch.empty(len(centers), len(layers))
     forwards = 0
-    try:
+    with watch([b.preact for _, b in layers], count):  # each block's pre-activation, as it runs
         for i in range(0, len(centers), per):
             c, r = centers[i: i + per], radii[i: i + per]
             state["n"] = len(c)
             net((c[:, None, :] + r[:, None, None] * signs[None]).reshape(-1, c.shape[1]))
             forwards += 1
             out[i: i + len(c)] = torch.stack(state["counts"], 1).cpu()
-    finally:
-        for h in handles:
-            h.remove()
     return Counts(out, [i for i, _ in layers], state["neurons"], forwards, len(centers) * nv)

@@ -39,7 +39,8 @@ checkpoint (or only the last, ``checkpoints: last``; :func:`measure` is one chec
   optimization (``gen_error - erm``).
 
 Options: ``bn_statistics`` (``running`` | ``recomputed``: BN statistics of the whole training
-set at the checkpoint's weights, as in :mod:`bnstudy.measures.generalization.compute`),
+set at the checkpoint's weights, :func:`bnstudy.networks.probe.frozen_copy`, as the
+``generalization`` measure's ``recomputed``),
 ``convention``
 (``loss``, default | ``paper``: a ridge's ``lam`` for ``population_norm`` and, with ``bn_curve:
 ridge``, the BN arms, see :mod:`bnstudy.theory.luo`; the explicit gamma-decay arm always uses its
@@ -60,17 +61,18 @@ from scipy.stats import norm as gauss
 from torch import nn
 
 from bnstudy import data
-from bnstudy.measures.generalization.compute import recompute_bn_statistics
 from bnstudy.measures.teacher_student import curves
 from bnstudy.measures.teacher_student.curves import zeta_of  # noqa: F401 (re-exported)
 from bnstudy.measures.teacher_student.options import Options
 from bnstudy.networks import models
+from bnstudy.networks.probe import frozen_copy, preactivations
 from bnstudy.theory import luo_erm
 from bnstudy.train import checkpoints
 from bnstudy.train.loop import evaluate
 from bnstudy.train.spec import RunSpec
 
 log = logging.getLogger(__name__)
+RECOMPUTE_CHUNK = 4096  # rows per forward of the recomputed statistics (generalization's too)
 
 def teacher(ds) -> np.ndarray | None:
     """The teacher ``w*`` of a ``teacher_student`` dataset (checked against its test targets)."""
@@ -117,20 +119,16 @@ def _head(model: nn.Module) -> tuple[float, float]:
 
 
 def affine_preactivation(model: nn.Module, block: models.Block, x_check: torch.Tensor):
-    """``(u, b)``: ``block.norm``'s output is ``u^T x + b`` (eval mode); None if not affine."""
-    got = {}
-    handle = block.norm.register_forward_hook(lambda m, i, o: got.__setitem__("h", o))
-    try:
-        x0 = torch.zeros(1, x_check.shape[1], device=x_check.device, requires_grad=True)
-        with torch.enable_grad():
-            model(x0)
-            (u,) = torch.autograd.grad(got["h"].reshape(()), x0)
-        b = float(got["h"].detach().reshape(()))
-        with torch.no_grad():
-            model(x_check)
-            h = got["h"].reshape(-1).double()
-    finally:
-        handle.remove()
+    """``(u, b)``: ``block``'s pre-activation (``block.norm``'s output: the single unit has no
+    residual join) is ``u^T x + b`` (eval mode); None if not affine."""
+    x0 = torch.zeros(1, x_check.shape[1], device=x_check.device, requires_grad=True)
+    with torch.enable_grad():
+        (h0,) = preactivations(model, x0, [block])
+        (u,) = torch.autograd.grad(h0.reshape(()), x0)
+    b = float(h0.detach().reshape(()))
+    with torch.no_grad():
+        (h,) = preactivations(model, x_check, [block])
+        h = h.reshape(-1).double()
     u = u.reshape(-1).double()
     pred = x_check.double() @ u + b
     if float((pred - h).abs().max()) > 1e-4 * (1 + float(h.abs().max())):
@@ -191,7 +189,7 @@ def measure(model: nn.Module, ds, options: Options | dict | None, spec: RunSpec,
     batch_size = spec.training.batch_for(p)
     xtr, ytr, xte, yte = (torch.as_tensor(a, device=device)
                           for a in (ds.x_train, ds.y_train, ds.x_test, ds.y_test))
-    net = (recompute_bn_statistics(model, xtr)
+    net = (frozen_copy(model, "train_set", xtr, chunk_rows=RECOMPUTE_CHUNK)
            if o.bn_statistics == "recomputed" else copy.deepcopy(model))
     net.eval()
     row = {"step": step, "alpha": alpha, "N": n, "P": p, "S": noise,

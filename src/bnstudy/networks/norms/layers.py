@@ -6,7 +6,7 @@ per unit ``C``, over the batch and, for conv maps, over ``H, W`` as well ("H, W 
 
 **The batch-statistics interface** (:class:`BatchStatistics`). Every layer of a normalizer the
 registry marks ``uses_batch_statistics`` implements it, so code that freezes or recomputes
-population statistics (:mod:`bnstudy.measures.partition.frozen_bn`,
+population statistics (:func:`bnstudy.networks.probe.frozen_copy`,
 :mod:`bnstudy.measures.generalization.compute`) handles
 them all the same way, whatever the statistics are:
 
