@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # What each job kind imports before computing (mirrors the CLI verbs' imports).
 KINDS = {
     "prepare_data": "import bnstudy.cli.main, bnstudy.data, bnstudy.io",
-    # the optimizer too: torch.optim's first call imports torch._dynamo (bnstudy.train.sgd)
+    # the optimizer too: torch.optim's first step imports torch._dynamo (bench_sgd.py)
     "train": "import bnstudy.cli.main, torch, bnstudy.data, bnstudy.io, bnstudy.train.loop as t, "
              "bnstudy.train.checkpoints; t.make_optimizer(torch.nn.Linear(2, 2), "
              "t.TrainConfig.from_dict({'lr': 0.1, 'steps': 1}))",

@@ -85,3 +85,28 @@ def test_every_named_cli_verb_exists(doc):
     text = doc.read_text(encoding="utf-8", errors="ignore")
     bad = sorted(set(VERB.findall(text)) - set(cli.COMMANDS))
     assert not bad, f"{doc.relative_to(ROOT)} names verbs `python -m bnstudy` lacks: {bad}"
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def test_the_readme_is_a_door():
+    """The README (issue 33) stays short: what bnstudy is, the quick start, what it found (one
+    table, the ledgers in studies/README.md), layout, extending, GPU and cluster; the details
+    live in the pages it links, and every relative link (and its #anchor) resolves."""
+    readme = ROOT / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 350, f"README.md has {len(text.splitlines())} lines (<= 350)"
+    for target in LINK.findall(text):
+        if "://" in target:
+            continue
+        path, _, anchor = target.partition("#")
+        file = ROOT / path if path else readme
+        assert file.exists(), f"README.md links to {target}, which does not exist"
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", file.read_text(encoding="utf-8"), re.M)
+            slugs = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+                     for h in headings}
+            assert anchor in slugs, f"README.md links to {target}: no such heading"
+    for page in ("EXTENDING.md", "studies/README.md", "docs/running.md"):
+        assert f"]({page})" in text, f"README.md does not link {page}"

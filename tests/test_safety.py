@@ -239,8 +239,8 @@ def test_the_default_profile_retries_a_failed_job(project, tmp_path, profile_ret
 
 def test_a_deleted_intermediate_file_is_rebuilt_by_the_documented_commands(project):
     """Snakemake 9 sees nothing to do when an intermediate file is gone but what it feeds is up
-    to date; README "Rebuilding a deleted file": find it with --summary, build it by name, then
-    the ordinary run redoes what depends on it."""
+    to date; docs/reruns.md, "Rebuilding a deleted file": find it with --summary, build it by
+    name, then the ordinary run redoes what depends on it."""
     table = "rebuild/tables/training.parquet"
     run = "rebuild/runs/star/none/seed0/history.parquet"
     args = ["--config", "results=rebuild"]

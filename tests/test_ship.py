@@ -1,6 +1,8 @@
-"""Shipping a study's ledger, rounds and report into a tracked folder (bnstudy.report.ship), and
-the README's ledgers regenerating from the shipped folders."""
+"""Shipping a study's ledger, rounds and report into a tracked folder (bnstudy.report.ship),
+studies/README.md's ledgers regenerating from the shipped folders, and the README's summary
+table stating them."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,11 +55,12 @@ def test_ship_refuses_a_corrupt_ledger(tmp_path):
     assert not (tmp_path / "dest").exists()
 
 
-@pytest.mark.parametrize("doc", ["README.md", "studies/README.md"])
-def test_readme_ledgers_are_the_shipped_ones(doc):
-    """Every ledger block of the README and of studies/README.md names a shipped folder under
-    studies/, and regenerating the blocks (ledgers and job counts) from those folders changes
-    nothing (what a fresh clone runs: python -m bnstudy ledger --readme README.md)."""
+def test_studies_readme_ledgers_are_the_shipped_ones():
+    """Every ledger block of studies/README.md names a shipped folder under studies/, every
+    shipped folder has one, and regenerating the blocks (ledgers and job counts) from those
+    folders changes nothing (what a fresh clone runs: python -m bnstudy ledger --readme
+    studies/README.md)."""
+    doc = "studies/README.md"
     path = ROOT / doc
     dirs = [m.group("dir").strip() for m in markdown.BLOCK.finditer(path.read_text("utf-8"))]
     assert dirs, f"{doc} has no ledger blocks"
@@ -65,6 +68,46 @@ def test_readme_ledgers_are_the_shipped_ones(doc):
         shipped = (path.parent / d).resolve()
         assert shipped.parent == ROOT / "studies", (doc, d)
         assert (shipped / "tables" / "claims.parquet").is_file(), (doc, d)
+    assert {p.parents[1].name for p in _shipped()} == set(dirs)
     out = subprocess.run([sys.executable, "-m", "bnstudy", "ledger", "--readme", doc,
                           "--check"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _shipped() -> list[Path]:
+    return sorted((ROOT / "studies").glob("*/tables/claims.parquet"))
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+VERDICTS = ("supported", "not supported", "inconclusive", "not measured")
+
+
+def test_readme_summary_states_the_shipped_ledgers():
+    """The README holds no ledger (studies/README.md does) but one summary table: a row per
+    study, linked to its section of studies/README.md (the anchor exists) and to its shipped
+    report, with its ledger's rows per verdict as the shipped claims.parquet has them; a study
+    with no shipped ledger says so."""
+    text = (ROOT / "README.md").read_text("utf-8")
+    assert not markdown.BLOCK.search(text), "the README's ledgers live in studies/README.md"
+    anchors = {_slug(h) for h in re.findall(r"^#+ (.+)$",
+                                             (ROOT / "studies" / "README.md").read_text("utf-8"),
+                                             re.M)}
+    rows = {m.group(1): m for m in re.finditer(
+        r"^\| \[`(\w+)`\]\(studies/README\.md#([\w-]+)\) \|(.*)\|$", text, re.M)}
+    shipped = {p.parents[1].name: p for p in _shipped()}
+    assert set(shipped) <= set(rows), sorted(set(shipped) - set(rows))
+    for name, m in rows.items():
+        assert m.group(2) in anchors, (name, m.group(2))
+        cells = [c.strip() for c in m.group(3).split("|")]
+        if name not in shipped:
+            assert "no ledger shipped" in m.group(3), name
+            continue
+        verdicts = io.read_table(shipped[name])["verdict"].value_counts()
+        assert [int(c) for c in cells[1:5]] == [int(verdicts.get(v, 0)) for v in VERDICTS], name
+        assert cells[5] == f"[report](studies/{name}/report.html)", name
+        assert (ROOT / "studies" / name / "report.html").is_file(), name

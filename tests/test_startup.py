@@ -151,14 +151,21 @@ def test_render_all_rejects_bad_outputs_before_drawing_any(tmp_path):
     assert not first.exists()
 
 
-def test_training_and_replaying_an_update_do_not_import_dynamo():
-    """torch.optim's first call imports torch._dynamo (about 1.3 s per process, a third of a
-    default-study training job); the CPU training loop and a checkpoint's replayed update (the
-    ICS measure's) use bnstudy's SGD instead, bitwise the same update (tests/test_sgd.py)."""
+def test_a_served_jobs_optimizer_imports_nothing_the_server_has_not():
+    """torch.optim's first step imports torch._dynamo (about 1.3 s of CPU per process); the fork
+    server imports it once (PRELOAD), so a served training job or a checkpoint's replayed update
+    (the ICS measure's) imports none of that (dynamo, sympy) for its optimizer
+    (benchmarks/bench_sgd.py). The dannemann analysis' gradient descent needs no optimizer."""
     _fresh("""
-        import sys
+        import importlib, sys
         import numpy as np
+        from bnstudy.forkserver import PRELOAD
+        assert "torch._dynamo" in PRELOAD
+        for name in PRELOAD:
+            if name.split(".")[0] == "torch":
+                importlib.import_module(name)
         from bnstudy import data
+        from bnstudy.theory import dannemann_example
         from bnstudy.train import checkpoints, loop
         ds = data.make("star2d", {"n_train": 64, "n_test": 32, "seed": 0})
         spec = {"experiment": "t", "dataset": "star2d", "model": "m", "norm": "batchnorm",
@@ -166,11 +173,20 @@ def test_training_and_replaying_an_update_do_not_import_dynamo():
                 "training": {"lr": 0.05, "momentum": 0.9, "weight_decay": 1e-4,
                              "batch_size": 16, "steps": 6, "eval_every": 3,
                              "checkpoints": [0, 3]}}
+        before = set(sys.modules)
         run = loop.train(spec, ds, "cpu")
         restored = checkpoints.restore(run, 1, ds)
         restored.optimizer.step()
         assert np.isfinite(run["history"][-1]["loss"])
-        from bnstudy.theory import dannemann_example  # the dannemann analysis' GD
+        heavy = ("torch._dynamo", "torch._inductor", "torch.fx", "sympy")  # the 1.3 CPU-s
+        new = sorted(m for m in set(sys.modules) - before if m.startswith(heavy))
+        assert not new, new
+        dannemann_example.gradient_descent(np.array([[3.0, 1.0]]), "bn", 20, 0.1, 1e-12, 10)
+    """)
+    _fresh("""
+        import sys
+        import numpy as np
+        from bnstudy.theory import dannemann_example
         dannemann_example.gradient_descent(np.array([[3.0, 1.0]]), "bn", 20, 0.1, 1e-12, 10)
         assert "torch._dynamo" not in sys.modules, "torch._dynamo imported"
     """)

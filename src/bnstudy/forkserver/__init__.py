@@ -70,9 +70,10 @@ MAX_REQUEST = 4 << 20  # bytes of a request's JSON (arguments and environment; L
 REQUEST_DEADLINE = 5.0  # seconds from accept to the request's last byte
 REPLY_TIMEOUT = 5.0  # seconds a job waits to be taken before it runs in its own process
 GO_TIMEOUT = 10.0  # seconds a child waits for its job to confirm before it ends unrun
-# Imported by the server before it serves: what the jobs' verbs import (and bnstudy's modules).
-PRELOAD = ("numpy", "torch", "pandas", "pyarrow.parquet", "scipy.stats", "matplotlib.pyplot",
-           "seaborn")
+# Imported by the server before it serves: what the jobs' verbs import (and bnstudy's modules);
+# torch._dynamo is what torch.optim's first step imports (1.3 CPU-s; benchmarks/bench_sgd.py).
+PRELOAD = ("numpy", "torch", "torch._dynamo", "pandas", "pyarrow.parquet", "scipy.stats",
+           "matplotlib.pyplot", "seaborn")
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
               signal.SIGUSR2)
 _server: subprocess.Popen | None = None

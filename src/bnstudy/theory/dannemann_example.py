@@ -150,8 +150,8 @@ def gradient_descent(w0, objective: str, steps: int, lr: float, eps: float, ever
         losses.sum().backward()
         if t <= 100 or t % every == 0 or t == steps:
             path.append((t, lin.weight.detach().numpy().copy(), losses.detach().numpy().copy()))
-        if t < steps:  # torch.optim.SGD's update without momentum, bitwise, without the
-            with torch.no_grad():  # torch._dynamo import its first call costs (train/sgd.py)
+        if t < steps:  # torch.optim.SGD's update without momentum, bitwise (one line: no
+            with torch.no_grad():  # optimizer object, no torch._dynamo import for it)
                 lin.weight.add_(lin.weight.grad, alpha=-lr)
     return path, lin.weight.grad.norm(dim=1).numpy().copy()
 

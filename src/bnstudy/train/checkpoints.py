@@ -14,6 +14,7 @@ loads the weights, BN buffers and optimizer state of one checkpoint.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,12 +41,14 @@ class Restored:
     def optimizer(self) -> torch.optim.Optimizer:
         """The SGD optimizer over ``model`` with the checkpoint's state (momentum buffers).
 
-        Built on first use, by the training's own factory (:func:`bnstudy.train.sgd.make`), so
-        a replayed update is the one training took.
+        Built on first use, by the training's own factory
+        (:func:`bnstudy.train.loop.make_optimizer`), so a replayed update is the one training took.
+        It holds a copy of the state: ``torch.optim`` loads a state's tensors without copying
+        them, and a step would move the checkpoint's own momentum buffers.
         """
         if self._optimizer is None:
             self._optimizer = make_optimizer(self.model, self.spec.training)
-            self._optimizer.load_state_dict(self.optimizer_state)
+            self._optimizer.load_state_dict(copy.deepcopy(self.optimizer_state))
         return self._optimizer
 
 

@@ -46,6 +46,7 @@ else would remove them). :func:`train` leaves them; the train verb removes them 
 
 from __future__ import annotations
 
+import inspect
 import re
 import time
 from pathlib import Path
@@ -64,7 +65,6 @@ from bnstudy.train import (
     progress,
     resume,
     schedules,
-    sgd,
 )
 from bnstudy.train.config import TrainConfig  # noqa: F401 (re-exported)
 from bnstudy.train.evaluation import evaluate, loss_fn  # noqa: F401 (re-exported)
@@ -131,10 +131,18 @@ def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     return t.to(device)
 
 
-def make_optimizer(model: nn.Module, cfg: TrainConfig):
-    """The run's SGD (:mod:`bnstudy.train.sgd`: torch's fused kernel on CUDA, else the same
-    update without ``torch.optim``'s dynamo import)."""
-    return sgd.make(list(model.parameters()), cfg.lr, cfg.momentum, cfg.weight_decay)
+def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.SGD:
+    """The run's ``torch.optim.SGD``: its fused kernel on CUDA (one launch per step), else its
+    single-tensor path (the CPU default). Its first step imports ``torch._dynamo`` (about 1.3 s
+    of CPU), which the fork server imports once for every local job
+    (``benchmarks/bench_sgd.py``)."""
+    params = list(model.parameters())
+    fused = bool(params) and all(p.device.type == "cuda" for p in params)
+    if fused and "fused" in inspect.signature(torch.optim.SGD).parameters:
+        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum,
+                               weight_decay=cfg.weight_decay, fused=True)
+    return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum,
+                           weight_decay=cfg.weight_decay)
 
 
 def build(spec: RunSpec | dict, ds: Dataset, device: torch.device | str = "cpu") -> nn.Module:

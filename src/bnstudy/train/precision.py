@@ -10,7 +10,7 @@ by how they round. Parameters, gradients, optimizer state, checkpoints and every
 float32: measures never use autocast. The option is part of the run spec, hence of each table's
 provenance.
 
-The optimizer and its fused CUDA path: :mod:`bnstudy.train.sgd`.
+The optimizer and its fused CUDA path: :func:`bnstudy.train.loop.make_optimizer`.
 """
 
 from __future__ import annotations
