@@ -12,7 +12,7 @@ import pytest
 
 from bnstudy import io
 from bnstudy.claims import markdown
-from bnstudy.report import ship
+from bnstudy.report import readme, ship
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,14 +84,11 @@ def _slug(heading: str) -> str:
     return text.replace(" ", "-")
 
 
-VERDICTS = ("supported", "not supported", "inconclusive", "not measured")
-
-
 def test_readme_summary_states_the_shipped_ledgers():
-    """The README holds no ledger (studies/README.md does) but one summary table: a row per
-    study, linked to its section of studies/README.md (the anchor exists) and to its shipped
-    report, with its ledger's rows per verdict as the shipped claims.parquet has them; a study
-    with no shipped ledger says so."""
+    """The README holds no ledger (studies/README.md does) but a table of the studies, each
+    linked to its section of studies/README.md (the anchor exists), and a generated verdicts
+    block naming every shipped study, with each report linked; regenerating it from the shipped
+    ledgers changes nothing; a study with no shipped ledger says so."""
     text = (ROOT / "README.md").read_text("utf-8")
     assert not markdown.BLOCK.search(text), "the README's ledgers live in studies/README.md"
     anchors = {_slug(h) for h in re.findall(r"^#+ (.+)$",
@@ -99,15 +96,33 @@ def test_readme_summary_states_the_shipped_ledgers():
                                              re.M)}
     rows = {m.group(1): m for m in re.finditer(
         r"^\| \[`(\w+)`\]\(studies/README\.md#([\w-]+)\) \|(.*)\|$", text, re.M)}
-    shipped = {p.parents[1].name: p for p in _shipped()}
-    assert set(shipped) <= set(rows), sorted(set(shipped) - set(rows))
+    shipped = {p.parents[1].name for p in _shipped()}
+    assert shipped <= set(rows), sorted(shipped - set(rows))
     for name, m in rows.items():
         assert m.group(2) in anchors, (name, m.group(2))
-        cells = [c.strip() for c in m.group(3).split("|")]
         if name not in shipped:
             assert "no ledger shipped" in m.group(3), name
-            continue
-        verdicts = io.read_table(shipped[name])["verdict"].value_counts()
-        assert [int(c) for c in cells[1:5]] == [int(verdicts.get(v, 0)) for v in VERDICTS], name
-        assert cells[5] == f"[report](studies/{name}/report.html)", name
+    blocks = list(readme.BLOCK.finditer(text))
+    assert len(blocks) == 1
+    assert {Path(d).name for d in blocks[0].group("dirs").split()} == shipped
+    for name in shipped:
+        assert f"| [report](studies/{name}/report.html) |" in blocks[0].group("body"), name
         assert (ROOT / "studies" / name / "report.html").is_file(), name
+    out = subprocess.run([sys.executable, "-m", "bnstudy", "ledger", "--readme", "README.md",
+                          "--check"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_verdicts_table_counts_paper_tests_by_adjusted_verdict(tmp_path):
+    """An independent count on a hand-made ledger: two paper tests of one claim (one supported
+    after Holm, one not supported before Holm but undecided after), an implementation check and
+    an unmeasured row."""
+    rows = [dict(claim_id="a", role="test", verdict="supported", adjusted_verdict="supported"),
+            dict(claim_id="a", role="test", verdict="not supported",
+                 adjusted_verdict="inconclusive"),
+            dict(claim_id="b", role="implementation check", verdict="supported",
+                 adjusted_verdict="supported"),
+            dict(claim_id="c", role="test", verdict="not measured", adjusted_verdict=None)]
+    c = readme.counts(pd.DataFrame(rows))
+    assert c == {"tests": 2, "claims": 1, "other": {"implementation check": 1},
+                 "verdicts": {"supported": 1, "not supported": 0, "inconclusive": 1}}

@@ -74,8 +74,12 @@ def cmd_ledger(a) -> None:
         from bnstudy.planning import counts as study_counts
 
         root = Path(a.readme).parent  # every ledger a block names, verified before any rewrite
-        for m in ledger_markdown.BLOCK.finditer(Path(a.readme).read_text()):
-            read_ledger(root / m.group("dir").strip())
+        from bnstudy.report import readme as verdict_table
+
+        text = Path(a.readme).read_text()
+        for d in [m.group("dir").strip() for m in ledger_markdown.BLOCK.finditer(text)] + [
+                d for m in verdict_table.BLOCK.finditer(text) for d in m.group("dirs").split()]:
+            read_ledger(root / d)
         target = Path(a.readme)
         if a.check:  # the same rewrite on a copy beside it (paths are relative to the file)
             target = target.with_name(f".{target.name}.check")
@@ -83,6 +87,7 @@ def cmd_ledger(a) -> None:
         try:
             n = ledger_markdown.rewrite_file(str(target))
             k = study_counts.rewrite_file(str(target))
+            n += verdict_table.rewrite_file(str(target))
             if a.check:
                 same = target.read_text() == Path(a.readme).read_text()
                 log.info("%s: %d ledger and %d counts block(s) %s", a.readme, n, k,
