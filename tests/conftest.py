@@ -2,12 +2,36 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 
 from bnstudy import data
 
 torch.set_num_threads(1)
+
+# Under pytest-xdist (the README's test command: ``-n auto --dist loadgroup``), the modules
+# whose tests run whole studies start first, so that the long ones (the SLURM cluster's group,
+# the tiny study every workflow test copies: harness.local_study) overlap the many short tests
+# instead of ending the session alone. Within a module, and among the rest, the order is kept.
+FIRST = ("test_slurm.py", "test_extension.py", "test_workflow.py", "test_reruns.py",
+         "test_report_workflow.py", "test_replication_workflow.py", "test_resume.py",
+         "test_replication.py", "test_safety.py", "test_config_check.py")
+
+
+def pytest_collection_finish(session):
+    """What collection loaded (torch, pandas, the test modules: some 380,000 objects) stays out
+    of the garbage collector's full passes, each of which would otherwise walk it (0.2 s; the
+    Holm adjustment of every claims ledger calls gc.collect())."""
+    gc.collect()
+    gc.freeze()
+
+
+def pytest_collection_modifyitems(config, items):
+    if getattr(config.option, "numprocesses", None):
+        rank = {name: i for i, name in enumerate(FIRST)}
+        items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,9 @@ under test (results in ``<copy>/results``): a plain ``snakemake`` there runs it,
 from __future__ import annotations
 
 import ast
+import contextlib
+import fcntl
+import json
 import os
 import re
 import shutil
@@ -81,12 +84,39 @@ def write_config(path: Path, cfg: dict) -> Path:
 _SNAPSHOT: dict = {}
 
 
+def shared_dir(tmp_path_factory) -> Path:
+    """The test session's temporary directory shared by all its processes: under pytest-xdist
+    the workers' own directories are its subdirectories (``popen-gw0``, ...); run alone, the
+    session's own one."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def locked(path: Path):
+    """Hold an exclusive ``flock`` on ``path`` (created) for the block: one process of the
+    session at a time (pytest-xdist workers) builds what the others then reuse."""
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def snapshot(tmp_path_factory) -> Path:
-    """One copy of the working tree per test session: every project of the session is copied
-    from it, so that runs compared with each other ran the same code even while the tree is
-    being edited."""
+    """One copy of the working tree per test session (shared by its pytest-xdist workers):
+    every project of the session is copied from it, so that runs compared with each other ran
+    the same code even while the tree is being edited."""
     if not _SNAPSHOT:
-        _SNAPSHOT["path"] = _copy_tree(REPO, tmp_path_factory.mktemp("snapshot"))
+        root = shared_dir(tmp_path_factory)
+        path, done = root / "snapshot", root / "snapshot.done"
+        with locked(root / "snapshot.lock"):
+            if not done.exists():
+                shutil.rmtree(path, ignore_errors=True)
+                _copy_tree(REPO, path)
+                done.touch()
+        _SNAPSHOT["path"] = path
     return _SNAPSHOT["path"]
 
 
@@ -231,17 +261,51 @@ _LOCAL: dict = {}
 
 
 def local_study(tmp_path_factory) -> dict:
-    """The tiny study run to completion locally, once per test session (workflow, rerun and
-    SLURM tests share it: test modules wrap this in their own fixture; none may change its
-    results or leave its code edited)."""
+    """The tiny study run to completion locally: run once per test session (by whichever
+    pytest-xdist worker asks first, the others waiting for it), and each call given its own
+    copy of the finished project (:func:`copy_study`), so that tests may edit its code or
+    configs, or write more results, without touching another module's (workflow, rerun and
+    report tests share it: test modules wrap this in their own fixture). ``{"project",
+    "results"}``: the copy; ``"ran_in"``: the project the run itself ran in, left as it ended;
+    ``"seconds"``: the run's wall time."""
     if not _LOCAL:
-        project = copy_project(tmp_path_factory.mktemp("local") / "project",
-                               source=snapshot(tmp_path_factory))
-        t0 = time.perf_counter()
-        snakemake(project, "--cores", "2")
-        _LOCAL.update(project=project, results=project / "results",
-                      seconds=time.perf_counter() - t0)
-    return _LOCAL
+        root = shared_dir(tmp_path_factory)
+        built, done, failed = root / "local" / "project", root / "local.json", root / "local.failed"
+        with locked(root / "local.lock"):
+            if failed.exists():
+                raise AssertionError(f"the tiny study's run failed:\n{failed.read_text()}")
+            if not done.exists():
+                shutil.rmtree(built.parent, ignore_errors=True)
+                copy_project(built, source=snapshot(tmp_path_factory))
+                t0 = time.perf_counter()
+                try:
+                    snakemake(built, "--cores", "2")
+                except BaseException as e:
+                    failed.write_text(str(e))
+                    raise
+                done.write_text(json.dumps({"seconds": time.perf_counter() - t0}))
+        _LOCAL.update(ran_in=built, seconds=json.loads(done.read_text())["seconds"])
+    project = copy_study(_LOCAL["ran_in"], tmp_path_factory.mktemp("local") / "project")
+    return {**_LOCAL, "project": project, "results": project / "results"}
+
+
+def copy_study(project: Path, dst: Path) -> Path:
+    """A copy of a project with a finished run, as if the run had been made there: its results,
+    Snakemake's metadata and their file times copied (nothing to do in the copy either), the
+    project's path in the records that hold it (Snakemake's metadata of the report, whose inputs
+    include the paper configs by absolute path; the results' study record,
+    bnstudy.planning.lock) replaced by the copy's. Cheaper than running the study again."""
+    shutil.copytree(project, dst, symlinks=True)
+    old, new = str(project.resolve()).encode(), str(dst.resolve()).encode()
+    records = [*(dst / ".snakemake" / "metadata").iterdir(),
+               *(dst / "results").glob(".bnstudy-study.*")]
+    for record in records:
+        data = record.read_bytes()
+        if old in data:
+            st = record.stat()
+            record.write_bytes(data.replace(old, new))
+            os.utime(record, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return dst
 
 
 def imported_modules(entries, src: Path) -> set[str]:

@@ -44,10 +44,12 @@ def test_a_2000_experiment_sweep_aggregates_from_an_argument_file(tmp_path):
     empty = pd.DataFrame({"experiment": pd.Series(dtype="str"), "norm": pd.Series(dtype="str"),
                           "seed": pd.Series(dtype="int64"), "step": pd.Series(dtype="int64"),
                           "loss": pd.Series(dtype="float64")})
+    # (one provenance record, each file's place added: a record asks git twice)
+    prov = io.provenance("0" * 16)
     for f in layout.grid_files(p.results, p.grid(p.experiments), "history.parquet"):
         e, n, s = Path(f).parts[-4:-1]
-        io.write_table(empty, f, io.provenance(
-            "0" * 16, place={"experiment": e, "norm": n, "seed": int(s[4:])}))
+        place = {"experiment": e, "norm": n, "seed": int(s[4:])}
+        io.write_table(empty, f, {**prov, "place": place})
     out = tmp_path / "results" / "tables" / "training.parquet"
     rc = cli.main(["aggregate", "--results", p.results, "--name", p.table_file(plan.HISTORY),
                    f"@{args_file}", "--level", "run", "--out", str(out)])

@@ -25,7 +25,8 @@ from bnstudy.config import study
 from bnstudy.planning.plan import Plan
 from bnstudy.tables import layout
 
-pytestmark = pytest.mark.workflow
+# one worker runs the module (pytest-xdist --dist loadgroup): its fixture runs a whole study
+pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("replication_workflow")]
 
 POLICY = {"rounds": [2, 3]}
 

@@ -225,8 +225,9 @@ def test_same_config_same_tables(local):
 @pytest.mark.workflow
 def test_local_jobs_ran_in_the_fork_server_and_it_ended(local):
     """The run's torch, table and figure jobs started from the fork server (not from a fresh
-    interpreter each: bnstudy.forkserver), all with exit status 0, and no server is left."""
-    project = local["project"]
+    interpreter each: bnstudy.forkserver), all with exit status 0, and no server is left (in
+    the project the run ran in: the tests read a copy of it)."""
+    project = local["ran_in"]
     text = (local["results"] / "logs" / "forkserver.log").read_text()
     served = re.findall(r"^\S+ \S+ (\S+) \(pid \d+\): exit (-?\d+)$", text, re.M)
     assert {"measure", "aggregate", "plot", "claims", "report"} <= {v for v, _ in served}, text
