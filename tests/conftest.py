@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 
 import pytest
 import torch
@@ -29,7 +30,7 @@ def pytest_collection_finish(session):
 
 
 def pytest_collection_modifyitems(config, items):
-    if getattr(config.option, "numprocesses", None):
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # (the workers collect; the order is theirs)
         rank = {name: i for i, name in enumerate(FIRST)}
         items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))
 
