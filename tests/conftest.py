@@ -12,13 +12,36 @@ from bnstudy import data
 
 torch.set_num_threads(1)
 
-# Under pytest-xdist (the README's test command: ``-n auto --dist loadgroup``), the modules
-# whose tests run whole studies start first, so that the long ones (the SLURM cluster's group,
-# the tiny study every workflow test copies: harness.local_study) overlap the many short tests
-# instead of ending the session alone. Within a module, and among the rest, the order is kept.
+# Under pytest-xdist (the README's test command: ``-n logical --dist loadgroup``), the modules
+# whose tests run whole studies start first, so that the long ones (the SLURM module, the tiny
+# study every workflow test copies: harness.local_study) overlap the many short tests instead of
+# ending the session alone. Within a module, and among the rest, the order is kept.
 FIRST = ("test_slurm.py", "test_extension.py", "test_workflow.py", "test_reruns.py",
          "test_report_workflow.py", "test_replication_workflow.py", "test_resume.py",
          "test_replication.py", "test_safety.py", "test_config_check.py")
+# The modules that run on one worker, whole: their module fixtures are expensive (a SLURM
+# cluster and two runs of a study; a replicated study), and a second worker would build them
+# again. (The group is given here, not by an ``xdist_group`` mark: under pytest 9.2 pytest-xdist
+# 3.8 drops the marks' groups silently, pytest-dev/pytest-xdist#1386.)
+ONE_WORKER = ("test_slurm.py", "test_replication_workflow.py")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup``: each test a unit of work of its own, but a module of
+    :data:`ONE_WORKER` one unit (or a test's ``xdist_group``, once xdist passes it on)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.rfind("@") > nodeid.rfind("]"):
+                return nodeid.rsplit("@", 1)[1]
+            module = nodeid.split("::", 1)[0]
+            return module if module.rsplit("/", 1)[-1] in ONE_WORKER else nodeid
+
+    return Scheduling(config, log)
 
 
 def pytest_collection_finish(session):

@@ -25,8 +25,7 @@ from bnstudy.config import study
 from bnstudy.planning.plan import Plan
 from bnstudy.tables import layout
 
-# one worker runs the module (pytest-xdist --dist loadgroup): its fixture runs a whole study
-pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("replication_workflow")]
+pytestmark = pytest.mark.workflow
 
 POLICY = {"rounds": [2, 3]}
 

@@ -36,10 +36,6 @@ from bnstudy import measures, plots
 from bnstudy.config import study
 from bnstudy.planning.plan import Plan
 
-# one worker runs the module (pytest-xdist --dist loadgroup): its fixtures start a SLURM cluster
-# and run the study twice, through it and locally
-pytestmark = pytest.mark.xdist_group("slurm")
-
 RUN = ("star", "batchnorm", "0")  # the run whose training is cancelled mid-way
 STEPS = 1000  # the star experiment's training: long enough to be cancelled
 
