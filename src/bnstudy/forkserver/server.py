@@ -31,6 +31,7 @@ from bnstudy.forkserver import (
 )
 from bnstudy.forkserver.child import log, send
 
+FINISH_GRACE = 5.0  # s a stopped server waits for its children's exits (stop() waits 10)
 MAX_PENDING = 64  # requests being read at once; more are refused (those jobs run themselves)
 
 
@@ -178,6 +179,7 @@ class Server:
         """In the job's child: close the server's descriptors, then be the job."""
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server's stop handler is not the job's
         self.selector.close()
         os.close(self.wake_r)
         os.close(self.wake_w)
@@ -203,6 +205,16 @@ class Server:
                 send(conn, b"S" + INT.pack(code))
                 conn.close()
 
+    def finish(self, grace: float) -> None:
+        """Reap the children still running, for up to ``grace`` seconds: a job whose child
+        reported its status itself may end Snakemake's run (and send SIGTERM) before the child
+        has exited, and its exit is logged here rather than lost."""
+        deadline = time.monotonic() + grace
+        while self.children and time.monotonic() < deadline:
+            self.reap()
+            if self.children:
+                time.sleep(0.02)
+
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.unlink(self.path)
@@ -217,11 +229,14 @@ def serve(directory: str, parent: int) -> None:
     server = Server(directory, token)
     signal.set_wakeup_fd(server.wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
+    stopped: list[int] = []  # SIGTERM (forkserver.stop) ends the loop, not the process
+    signal.signal(signal.SIGTERM, lambda signum, _: stopped.append(signum))
     log(f"ready (pid {os.getpid()})")
     try:
-        while os.getppid() == parent:
+        while os.getppid() == parent and not stopped:
             server.step(1.0)
-        log("Snakemake is gone: stopping")
+        log("stopping" if stopped else "Snakemake is gone: stopping")
+        server.finish(FINISH_GRACE)
     finally:
         server.close()
 
