@@ -9,7 +9,7 @@ import pytest
 from harness import tiny_config
 
 from bnstudy.cli import main as cli
-from bnstudy.config import loader, study
+from bnstudy.config import loader, measure_config, study
 from bnstudy.networks import models, normalizers
 from bnstudy.networks.norms.registry import Normalizer, identity, number_at_least, require
 
@@ -99,7 +99,7 @@ def test_a_new_normalizers_option_needs_no_schema_edit(monkeypatch):
     monkeypatch.setitem(normalizers.REGISTRY, "toy_norm", _toy())
     cfg = tiny_config()
     cfg["models"]["mlp"]["norm_options"] = {"toy_norm": {"alpha": 2.0}}
-    loader.validate_schema(cfg, sections=study.measure_sections())
+    loader.validate_schema(cfg, sections=measure_config.sections())
     cfg = models.ModelConfig.from_dict({"arch": "mlp", "norm_options": {"toy_norm": {
         "alpha": 2.0}}})
     assert cfg.normalizer("toy_norm").options["alpha"] == 2.0
@@ -112,7 +112,7 @@ def test_the_schema_still_wants_a_mapping_per_normalizer():
     cfg = tiny_config()
     cfg["models"]["mlp"]["norm_options"] = {"ghost_batchnorm": 8}
     with pytest.raises(loader.ConfigError, match="ghost_batchnorm"):
-        loader.validate_schema(cfg, sections=study.measure_sections())
+        loader.validate_schema(cfg, sections=measure_config.sections())
 
 
 def test_option_help_is_generated_from_defaults_and_docs():

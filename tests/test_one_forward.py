@@ -31,6 +31,7 @@ from bnstudy.networks.normalizers import batch_statistics_layers, batchnorm_modu
 from bnstudy.networks.norms import bn_init
 from bnstudy.networks.norms import layers as nl
 from bnstudy.networks.norms import population as npop
+from bnstudy.networks.norms.layers import set_mean_var
 
 N = 50
 CHUNKS = (1000, 7)  # one chunk (the inline path) and eight (the last one a single image)
@@ -112,7 +113,7 @@ def old_population_moments(model, x, chunk_rows=65536):
         mean = acc["shift"] + e1
         m2 = (e2 - e1 ** 2).clamp_min(0.0)
         m4 = (e4 - 4 * e1 * e3 + 6 * e1 ** 2 * e2 - 3 * e1 ** 4).clamp_min(0.0)
-        probe.set_buffers(bn, mean, m2)
+        set_mean_var(bn, mean, m2)
         out.append(bjs.Moments(acc["n"], *(t.cpu().numpy() for t in (mean, m2, m4))))
     return out, net
 

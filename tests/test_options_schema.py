@@ -10,7 +10,7 @@ import yaml
 from specs import sweep_config
 
 from bnstudy import measures
-from bnstudy.config import entries, study, sweeps
+from bnstudy.config import entries, measure_config, study, sweeps
 from bnstudy.config.loader import ConfigError, read_yaml, validate_schema
 from bnstudy.options import plain
 from bnstudy.train import config as train_config
@@ -28,7 +28,7 @@ def test_the_schema_file_declares_no_measure_and_reads_strictly():
 @pytest.mark.parametrize("name", sorted(measures.REGISTRY))
 def test_a_measures_section_is_its_options_fields(name):
     cls = measures.REGISTRY[name].options
-    section = study.measure_sections()[name]
+    section = measure_config.sections()[name]
     assert section["additionalProperties"] is False
     assert list(section["properties"]) == [f.name for f in fields(cls)]
     for f in fields(cls):
@@ -43,15 +43,15 @@ def test_a_measures_section_is_its_options_fields(name):
 def test_defaults_fill_a_configured_section_and_unknown_keys_are_named():
     cfg = study.load([ROOT / ".test/config.yaml"])
     cfg["smoothness"] = {"n_probes": 3}
-    validate_schema(cfg, SCHEMA, study.measure_sections())
+    validate_schema(cfg, SCHEMA, measure_config.sections())
     assert cfg["smoothness"]["n_probes"] == 3 and cfg["smoothness"]["spacing"] == "log"
     cfg = study.load([ROOT / ".test/config.yaml"])
     cfg["smoothness"] = {"n_probe": 3}
     with pytest.raises(ConfigError, match="smoothness.*n_probe"):
-        validate_schema(cfg, SCHEMA, study.measure_sections())
+        validate_schema(cfg, SCHEMA, measure_config.sections())
     cfg = study.load([ROOT / ".test/config.yaml"])
     cfg.pop("generalization", None)  # generalization always runs: filled with its defaults
-    validate_schema(cfg, SCHEMA, study.measure_sections())
+    validate_schema(cfg, SCHEMA, measure_config.sections())
     assert cfg["generalization"] == {"bn_statistics": "running"}
 
 
@@ -61,7 +61,7 @@ def test_a_section_declared_twice_is_refused(tmp_path):
     path = tmp_path / "schema.yaml"
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(ValueError, match=r"\['ics'\] are derived"):
-        validate_schema({}, path, study.measure_sections())
+        validate_schema({}, path, measure_config.sections())
 
 
 def test_dataset_kinds_come_from_the_data_registry_not_the_schema_file(monkeypatch):
@@ -75,10 +75,10 @@ def test_dataset_kinds_come_from_the_data_registry_not_the_schema_file(monkeypat
     cfg = study.load([ROOT / ".test/config.yaml"])
     cfg["datasets"]["extra"] = {"kind": "ring2d"}
     with pytest.raises(ConfigError, match=r"datasets\.extra\.kind.*'ring2d'.*star2d"):
-        validate_schema(cfg, SCHEMA, study.measure_sections(), data.kinds())
+        validate_schema(cfg, SCHEMA, measure_config.sections(), data.kinds())
     monkeypatch.setitem(data.GENERATORS, "ring2d", data.GENERATORS["star2d"])
     monkeypatch.setitem(data.OPTIONS, "ring2d", data.OPTIONS["star2d"])
-    validate_schema(cfg, SCHEMA, study.measure_sections(), data.kinds())
+    validate_schema(cfg, SCHEMA, measure_config.sections(), data.kinds())
 
 
 # -- a model's and a training's keys: declared once, by ModelConfig's and TrainConfig's fields ---
@@ -128,7 +128,7 @@ class _Smoothed(TrainConfig):
 
 
 def _checked(cfg: dict, schema=SCHEMA) -> dict:
-    return validate_schema(cfg, schema, study.measure_sections())
+    return validate_schema(cfg, schema, measure_config.sections())
 
 
 def _with_training(**training) -> dict:

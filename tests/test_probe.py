@@ -16,6 +16,7 @@ from torch import nn
 from bnstudy.measures.partition.options import BN_STATISTICS as PARTITION_BN_STATISTICS
 from bnstudy.networks import models, probe
 from bnstudy.networks.blocks import Block, Residual
+from bnstudy.networks.norms.layers import set_mean_var
 
 MEASURES = Path(__file__).resolve().parents[1] / "src" / "bnstudy" / "measures"
 
@@ -216,7 +217,7 @@ def test_population_statistics_are_each_layers_input_moments():
         torch.testing.assert_close(mean, z.mean(0), rtol=1e-6, atol=1e-6)
         torch.testing.assert_close(var, z.var(0, unbiased=False), rtol=1e-5, atol=1e-6)
     bn = models.blocks(frozen)[0].norm
-    probe.set_buffers(bn, torch.ones(8), torch.full((8,), 2.0))
+    set_mean_var(bn, torch.ones(8), torch.full((8,), 2.0))
     assert torch.equal(bn.running_mean, torch.ones(8)) and torch.equal(bn.running_var,
                                                                       torch.full((8,), 2.0))
 

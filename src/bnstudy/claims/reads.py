@@ -13,6 +13,7 @@ table here with no edit. ``tests/test_claims.py`` checks that this is exactly wh
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 # read whatever the claims are: the training table (seed counts, collapse and warm-up notes,
@@ -39,12 +40,18 @@ def claim_tables(source: str, where: str = "<source>") -> set[str]:
     return out
 
 
+@functools.cache
 def tables() -> tuple[str, ...]:
-    """Every table a claim of the package declares, and :data:`ALWAYS`, sorted."""
+    """Every table a claim of the package declares, and :data:`ALWAYS`, sorted (read once a
+    process, when first asked for: :data:`TABLES`)."""
     found = set(ALWAYS)
     for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
         found |= claim_tables(path.read_text(encoding="utf-8"), path.name)
     return tuple(sorted(found))
 
 
-TABLES = tables()
+
+def __getattr__(name: str):
+    if name == "TABLES":  # parsed when first asked for, not by every process importing this
+        return tables()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bnstudy.config import measure_config
 from bnstudy.config.entries import entry_schemas
 from bnstudy.config.loader import (
     SCHEMA,
@@ -90,35 +91,6 @@ def _typed(section: str, items: dict, parse, check=None) -> dict:
             out[name] = parse(d)
         except ValueError as e:
             fail(f"{section}.{name}", str(e))
-    return out
-
-
-def every_measure(cfg: dict) -> None:
-    """With ``every_measure: true``, a section of default options (``{}``, filled in by the
-    schema) for each registered measure the config does not configure; refused unless a
-    boolean."""
-    from bnstudy import measures
-
-    flag = cfg.get("every_measure", False)
-    if not isinstance(flag, bool):
-        fail("every_measure", f"got {flag!r}; allowed: true or false")
-    if flag:
-        for name in measures.REGISTRY:
-            if cfg.get(name) is None:
-                cfg[name] = {}
-
-
-def _measure_options(cfg: dict) -> dict:
-    """Each configured measure's typed options (:meth:`bnstudy.options.Options.parse`)."""
-    from bnstudy import measures
-
-    out = {}
-    for name, measure in measures.REGISTRY.items():
-        if name in cfg:
-            try:
-                out[name] = measure.options.parse(cfg[name])
-            except ValueError as e:
-                fail(name, str(e))
     return out
 
 
@@ -199,31 +171,8 @@ def _experiments(cfg: dict, sizes: dict, model_cfgs: dict, train_cfgs: dict, mop
             except ValueError as err:
                 fail(where, f"model {e['model']!r} with normalizer {norm!r} on dataset "
                              f"{e['dataset']!r}: {err}")
-        _measure_checks(name, e, kind, mopts, built[(e["model"], e["dataset"], "none")])
-
-
-def _measure_checks(name: str, e: dict, kind: str, mopts: dict, plain) -> None:
-    """Each measure the experiment runs (configured, for its data kind, in its ``measures`` list
-    when it has one) checks its options against the experiment's plain model (its ``check``,
-    :mod:`bnstudy.measures`); an error names the option, the model and the experiment."""
-    from bnstudy import measures
-
-    for m, opts in mopts.items():
-        spec = measures.REGISTRY[m]
-        if spec.check is None or not spec.applies_to(kind) or m not in e.get("measures", [m]):
-            continue
-        try:
-            spec.check(opts, plain)
-        except ValueError as err:  # the check names <section>.<key>; else its section does
-            fail("" if str(err).startswith(f"{m}.") else m,
-                 f"{err} (model {e['model']!r}, experiment {name!r})")
-
-
-def measure_sections() -> dict[str, dict]:
-    """Each registered measure's config section schema, derived from its options class."""
-    from bnstudy import measures
-
-    return {m: spec.options.json_schema() for m, spec in measures.REGISTRY.items()}
+        plain = built[(e["model"], e["dataset"], "none")]
+        measure_config.check_experiment(name, e, kind, mopts, plain)
 
 
 def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict:
@@ -243,8 +192,8 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
     bounds.check_names(cfg)
     # the measures' sections, the dataset kinds and the models' and trainings' keys are
     # declared by their own classes and registries, and generated into the schema here
-    every_measure(cfg)
-    validate_schema(cfg, schema, measure_sections(), data.kinds(), entry_schemas())
+    measure_config.every_measure(cfg)
+    validate_schema(cfg, schema, measure_config.sections(), data.kinds(), entry_schemas())
     setup_checks.check_results(cfg)
     _device(cfg, local)
     sizes = _datasets(cfg)
@@ -261,7 +210,7 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
             analyses.REGISTRY[name].options.parse(opts)
         except ValueError as e:
             fail(f"analyses.{name}", str(e))
-    mopts = _measure_options(cfg)
+    mopts = measure_config.options(cfg)
     bounds.check_memory_budgets(cfg)
     resource_checks.check(cfg)  # the resources: section names rules and valid requests
     _replication(cfg)

@@ -37,12 +37,11 @@ The measures read the same few things off a network; they are here, once:
   - ``batch``: the same over a given mini-batch (the step's recorded batch);
   - ``running``: the stored running buffers as they are (plain eval mode).
 
-  :func:`set_buffers` writes a BN layer's statistics (BN jitter's realizations).
 - **Modes** (:func:`training_mode`): train or eval mode inside a ``with`` block, each module's
   own mode restored afterwards.
 
 Nothing here changes the model it is given, except :func:`population_statistics` (call it on a
-copy) and :func:`set_buffers`, whose job it is.
+copy).
 """
 
 from __future__ import annotations
@@ -57,7 +56,6 @@ from torch import nn
 from bnstudy.networks.blocks import Block, blocks
 from bnstudy.networks.layer_stats import layer_by_layer
 from bnstudy.networks.normalizers import batch_statistics_layers
-from bnstudy.networks.norms.layers import set_mean_var
 
 BN_STATISTICS = ("train_set", "batch", "running")  # frozen_copy's choices
 SITES = ("preact", "norm")  # where preactivations reads a block
@@ -196,11 +194,6 @@ def population_statistics(net: nn.Module, x: torch.Tensor, chunk_rows: int = 655
     if missing:
         raise RuntimeError(f"batch-statistics layers {missing} are not on the forward path")
     return [stats[j] for j in range(len(layers))]
-
-
-def set_buffers(bn, mean, var) -> None:
-    """A BN layer's running buffers set to ``mean, var`` (BN jitter's realizations)."""
-    set_mean_var(bn, mean, var)
 
 
 @torch.no_grad()

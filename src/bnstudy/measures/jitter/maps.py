@@ -47,7 +47,7 @@ from torch import nn
 from bnstudy.data import grids
 from bnstudy.measures.jitter import cells as fine_cells
 from bnstudy.networks.normalizers import batchnorm_modules
-from bnstudy.networks.probe import set_buffers
+from bnstudy.networks.norms.layers import set_mean_var
 
 SUMMARY_KEYS = ("band_fraction", "band_area", "disagreement_mean", "margin_mean", "margin_std",
                 "margin_population", "no_boundary", "realizations", "grid_step")
@@ -129,7 +129,7 @@ class Boundary:
         cells = []  # the drawn realizations' boundary cells on the fine grid
         for r in range(r_count):
             for bn, (mu, var) in zip(self.bns, emp, strict=True):
-                set_buffers(bn, mu[r], var[r])
+                set_mean_var(bn, mu[r], var[r])
             classes[r] = self.classes(self.net)
             if r < drawn:
                 cells.append(self.fine.cells(self.net))

@@ -40,8 +40,8 @@ from torch import nn
 from bnstudy.measures.jitter.options import SAMPLING  # noqa: F401 (re-exported)
 from bnstudy.networks.layer_stats import layer_by_layer
 from bnstudy.networks.normalizers import batchnorm_modules
-from bnstudy.networks.norms.layers import GhostBatchNorm, ghost_sizes
-from bnstudy.networks.probe import set_buffers, watch
+from bnstudy.networks.norms.layers import GhostBatchNorm, ghost_sizes, set_mean_var
+from bnstudy.networks.probe import watch
 
 
 def prop2(m2, m4, n: int) -> tuple:
@@ -114,7 +114,7 @@ def population_moments(model: nn.Module, x: torch.Tensor, chunk_rows: int = 6553
         mean = acc["shift"] + e1
         m2 = (e2 - e1 ** 2).clamp_min(0.0)
         m4 = (e4 - 4 * e1 * e3 + 6 * e1 ** 2 * e2 - 3 * e1 ** 4).clamp_min(0.0)
-        set_buffers(bns[j], mean, m2)
+        set_mean_var(bns[j], mean, m2)
         out[j] = Moments(acc["n"], *(t.cpu().numpy() for t in (mean, m2, m4)))
 
     layer_by_layer(net, x, chunk_rows, bns, grab, freeze, budget_bytes)
