@@ -19,7 +19,8 @@ min_version("9.0")
 # --config overrides merged in and the sweeps expanded (bnstudy.config.study.load); that flat config
 # replaces Snakemake's own reading and is checked completely (bnstudy.config.study): a bad config ends
 # the run before any job, with one short message. A CUDA device is checked here only when jobs
-# run on this machine.
+# run on this machine. A config this code checked before is not built again (check_cached:
+# bnstudy.keyed_cache; every cluster job parses this file twice).
 _flat = loader.or_exit(
     study.load,
     workflow.overwrite_configfiles or ["config/config.yaml"],
@@ -28,7 +29,7 @@ _flat = loader.or_exit(
 config.clear()
 config.update(_flat)
 loader.or_exit(
-    study.check,
+    study.check_cached,
     config,
     local=workflow.local_exec,
     schema=Path(workflow.basedir) / "workflow/schemas/config.schema.yaml",

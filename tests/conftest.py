@@ -44,6 +44,14 @@ def pytest_xdist_make_scheduler(config, log):
     return Scheduling(config, log)
 
 
+def pytest_xdist_auto_num_workers(config):
+    """``-n logical`` (or ``auto``): a worker per CPU this process may run on, plus one. The
+    SLURM module's worker waits on its cluster's status checks for most of its run (the
+    cluster's jobs run as processes of their own), so without the extra worker a CPU would idle
+    while every other test queued behind the remaining workers."""
+    return len(os.sched_getaffinity(0)) + 1
+
+
 def pytest_collection_finish(session):
     """What collection loaded (torch, pandas, the test modules: some 380,000 objects) stays out
     of the garbage collector's full passes, each of which would otherwise walk it (0.2 s; the
@@ -56,6 +64,17 @@ def pytest_collection_modifyitems(config, items):
     if os.environ.get("PYTEST_XDIST_WORKER"):  # (the workers collect; the order is theirs)
         rank = {name: i for i, name in enumerate(FIRST)}
         items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def keyed_cache_of_the_session(tmp_path_factory):
+    """The session's own cache of config checks and model sizes (bnstudy.keyed_cache, which
+    Snakemake starts and cluster jobs read), shared by its pytest-xdist workers: each config is
+    checked in full once per session, whatever an earlier session or the user's cache holds (a
+    cache set in the environment is kept)."""
+    import harness
+
+    os.environ.setdefault("BNSTUDY_CACHE", str(harness.shared_dir(tmp_path_factory) / "cache"))
 
 
 @pytest.fixture(scope="session")

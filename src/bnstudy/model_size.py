@@ -23,7 +23,7 @@ has imported it already to check the config).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,22 @@ class Size:
 
 
 def size(model_entry: dict, input_shape, out_dim: int) -> Size:
-    """The :class:`Size` of a config's model entry on inputs of ``input_shape``."""
+    """The :class:`Size` of a config's model entry on inputs of ``input_shape``: counted once
+    per entry, input shape, package source and torch (:mod:`bnstudy.keyed_cache`), read back
+    in later Snakemake starts without importing torch."""
+    from bnstudy import keyed_cache
+
+    k = keyed_cache.key("model-size", [model_entry, list(input_shape), out_dim])
+    hit = keyed_cache.get("model-size", k)
+    if isinstance(hit, dict) and set(hit) == set(Size.__dataclass_fields__) \
+            and all(isinstance(v, int) for v in hit.values()):
+        return Size(**hit)
+    out = _count(model_entry, input_shape, out_dim)
+    keyed_cache.put("model-size", k, asdict(out))
+    return out
+
+
+def _count(model_entry: dict, input_shape, out_dim: int) -> Size:
     import torch
 
     from bnstudy.networks import models
@@ -73,7 +88,21 @@ def size(model_entry: dict, input_shape, out_dim: int) -> Size:
 def refresh(model_entry: dict, norm: str) -> tuple[int, int] | None:
     """``(samples, every)``: a normalizer that re-estimates its statistics from ``samples``
     training inputs every ``every`` steps (population normalization), from its configured
-    options over its defaults; None for the others."""
+    options over its defaults; None for the others. Cached as :func:`size` is."""
+    from bnstudy import keyed_cache
+
+    k = keyed_cache.key("norm-refresh", [norm, model_entry.get("norm_options", {}).get(norm)])
+    hit = keyed_cache.get("norm-refresh", k)
+    if isinstance(hit, dict) and set(hit) == {"refresh"} and (
+            hit["refresh"] is None or (isinstance(hit["refresh"], list) and len(hit["refresh"]) == 2
+                                       and all(isinstance(v, int) for v in hit["refresh"]))):
+        return None if hit["refresh"] is None else tuple(hit["refresh"])
+    out = _refresh(model_entry, norm)
+    keyed_cache.put("norm-refresh", k, {"refresh": None if out is None else list(out)})
+    return out
+
+
+def _refresh(model_entry: dict, norm: str) -> tuple[int, int] | None:
     from bnstudy.networks import normalizers
 
     entry = normalizers.REGISTRY.get(norm)

@@ -14,9 +14,10 @@ results directory, the datasets' seeds and files and the plot palette
 paragraph: the key path, the bad value and what is allowed.
 
 The Snakefile calls :func:`load` (the files read strictly, ``extends:`` chains resolved, sweeps
-expanded into the flat form: :mod:`bnstudy.config.sweeps`) and :func:`check` on the result (through
+expanded into the flat form: :mod:`bnstudy.config.sweeps`) and :func:`check_cached` on the result
+(:func:`check`, not repeated for a config checked before: :mod:`bnstudy.keyed_cache`; through
 :func:`or_exit`, which prints the message and exits 1 without a traceback);
-``python -m bnstudy check FILE...`` does the same from the command line.
+``python -m bnstudy check FILE...`` runs :func:`check` from the command line.
 """
 
 from __future__ import annotations
@@ -215,6 +216,37 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
     resource_checks.check(cfg)  # the resources: section names rules and valid requests
     _replication(cfg)
     _experiments(cfg, sizes, model_cfgs, train_cfgs, mopts)
+    return cfg
+
+
+def check_cached(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict:
+    """:func:`check`, remembered (:mod:`bnstudy.keyed_cache`): a config that this package, schema,
+    torch and Python checked before, with the same ``local`` and home folder, is not checked
+    again -- no model built, torch not imported -- but filled in from the stored result; what
+    the check reads of this machine is checked again on every call: the results directory and
+    the datasets' files (:mod:`bnstudy.config.setup_checks`) and, for a ``cuda`` device with
+    local jobs, the device. Only a config that passes is stored. The Snakefile calls this (each
+    Snakemake start, cluster jobs' included); ``python -m bnstudy check`` calls :func:`check`."""
+    import os
+
+    from bnstudy import keyed_cache
+    from bnstudy.config import setup_checks
+
+    path = Path(schema)
+    payload = {"config": cfg, "local": local, "home": os.path.expanduser("~"),
+               "schema": path.read_text() if path.is_file() else str(path)}
+    k = keyed_cache.key("config-check", payload)
+    hit = keyed_cache.get("config-check", k)
+    if isinstance(hit, dict) and isinstance(cfg, dict):
+        cfg.clear()
+        cfg.update(hit)
+        setup_checks.check_results(cfg)
+        setup_checks.check_datasets(cfg, local)
+        if str(cfg.get("device", "")).startswith("cuda"):
+            _device(cfg, local)
+        return cfg
+    check(cfg, local=local, schema=schema)
+    keyed_cache.put("config-check", k, cfg)
     return cfg
 
 

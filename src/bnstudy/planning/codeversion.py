@@ -4,6 +4,10 @@
 transitively, every package module they import, found by reading their ``import`` statements
 (anywhere in the module, so imports inside functions count). A module added behind an import
 (a normalizer's layers, a measure's implementation) therefore counts without being listed.
+
+Which module imports which depends on the source only, so the whole package's import graph is
+read once per source (every module parsed) and kept in :mod:`bnstudy.keyed_cache`: a later
+Snakemake start (the rules' ``code`` params) parses no module, it only hashes the files.
 """
 
 from __future__ import annotations
@@ -29,6 +33,27 @@ def _module_file(parts) -> str | None:
 def package_imports(rel: str) -> frozenset[str]:
     """Package modules that ``src/bnstudy/<rel>`` imports (static imports, at any depth of
     the module's code)."""
+    graph = _graph(SRC)
+    return frozenset(graph[rel]) if rel in graph else _parse(rel)
+
+
+@cache
+def _graph(src: Path) -> dict[str, list[str]]:
+    """``{module: its package imports}`` of every module under ``src``, from the keyed cache
+    when this source was read before."""
+    from bnstudy import keyed_cache
+
+    k = keyed_cache.key("import-graph", keyed_cache.package_hash.__wrapped__(src))
+    hit = keyed_cache.get("import-graph", k)
+    if isinstance(hit, dict) and all(isinstance(v, list) for v in hit.values()):
+        return hit
+    graph = {p.relative_to(src).as_posix(): sorted(_parse(p.relative_to(src).as_posix()))
+             for p in sorted(src.rglob("*.py")) if "__pycache__" not in p.parts}
+    keyed_cache.put("import-graph", k, graph)
+    return graph
+
+
+def _parse(rel: str) -> frozenset[str]:
     here, found = list(Path(rel).parent.parts), set()
     for node in ast.walk(ast.parse((SRC / rel).read_text(), rel)):
         if isinstance(node, ast.ImportFrom):
