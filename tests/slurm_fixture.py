@@ -1,4 +1,4 @@
-"""A real single-node SLURM on loopback for the workflow tests, with a fake GPU.
+"""A real single-node SLURM on loopback for the workflow tests, with two fake GPUs.
 
 What it does (the workspace notes ../shared/notes/local-slurm.md say why each piece is there):
 
@@ -6,9 +6,11 @@ What it does (the workspace notes ../shared/notes/local-slurm.md say why each pi
   only); when that is impossible the tests are *skipped* with the reason, never passed. Set
   ``BNSTUDY_REQUIRE_SLURM=1`` (CI) to turn such a skip into a failure;
 - writes a private munge key, ``slurm.conf`` and ``gres.conf`` under a temporary directory
-  (free ports on 127.0.0.1, one node with the machine's CPUs and memory, one fake GPU whose
-  device file is ``/dev/null``, job completion records in ``jobcomp.txt``, finished jobs kept in
-  slurmctld for an hour so that ``squeue`` and ``scontrol`` report their state);
+  (free ports on 127.0.0.1, one node with the machine's CPUs and memory, two fake GPUs whose
+  device files are ``/dev/null`` and ``/dev/zero`` (so that two train jobs, each asking for a
+  GPU, run side by side on a 2-CPU machine), job completion records in ``jobcomp.txt``,
+  finished jobs kept in slurmctld for an hour so that ``squeue`` and ``scontrol`` report their
+  state);
 - starts munged, slurmctld and slurmd in the foreground as child processes and stops exactly
   those PIDs at teardown (after cancelling any job still queued);
 - provides an ``srun`` wrapper that re-exports ``SLURM_CONF`` (the Snakemake jobstep plugin
@@ -37,6 +39,7 @@ PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "sinfo", "srun",
             "scancel")
 SBIN = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
+FAKE_GPUS = ("/dev/null", "/dev/zero")  # device files standing for the node's GPUs
 
 
 def _which(name: str) -> str | None:
@@ -174,12 +177,13 @@ def _write_config(root: Path, cpus: int, memory_mb: int) -> Path:
         "SchedulerParameters=sched_interval=2",
         "GresTypes=gpu",
         f"NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mb} "
-        "Gres=gpu:1 State=UNKNOWN",
+        f"Gres=gpu:{len(FAKE_GPUS)} State=UNKNOWN",
         "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP",
         "",
     ]))
-    # A fake GPU: a device file is required (``Count=1`` alone leaves the node INVAL).
-    (root / "gres.conf").write_text("NodeName=localhost Name=gpu File=/dev/null\n")
+    # Fake GPUs: a device file each is required (``Count=1`` alone leaves the node INVAL).
+    (root / "gres.conf").write_text("".join(f"NodeName=localhost Name=gpu File={f}\n"
+                                            for f in FAKE_GPUS))
     srun = root / "bin" / "srun"
     srun.write_text(f'#!/bin/sh\nexport SLURM_CONF="{conf}"\nexec {_which("srun")} "$@"\n')
     srun.chmod(0o755)
@@ -277,7 +281,7 @@ def stop(cluster: Cluster, timeout: float = 20) -> None:
 
 @contextlib.contextmanager
 def local_slurm():
-    """A running single-node SLURM with one fake GPU, stopped on exit.
+    """A running single-node SLURM with two fake GPUs, stopped on exit.
 
     Skips the calling test (with the reason) when SLURM is missing and cannot be installed; with
     ``BNSTUDY_REQUIRE_SLURM=1`` that is a failure instead. Test modules wrap this in a fixture.

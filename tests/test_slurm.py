@@ -8,10 +8,11 @@ the sbatch requests SLURM recorded (GPU for training only, the measures of an ex
 cluster job, tables and figures grouped), the retry, and that every table equals the one of an
 uninterrupted local run of the same study.
 
-The study is the tiny one (.test/config.yaml) with the star experiment's training lengthened to
-1000 steps (:func:`harness.with_steps`), so that its train jobs run long enough (seconds) to be
-cancelled mid-run, and a replication policy on star (rounds of 2 and 3 seeds), so that its
-rounds run as checkpoints through the cluster; the local run uses the same config.
+The study is the tiny one (.test/config.yaml) without its dln experiment (star and ts run every
+measure), with the star experiment's training lengthened to 1000 steps
+(:func:`harness.with_steps`), so that its train jobs run long enough (seconds) to be cancelled
+mid-run, and a replication policy on star (rounds of 2 and 3 seeds), so that its rounds run as
+checkpoints through the cluster; the local run uses the same config.
 
 Only three settings are added on the command line, all specific to this test cluster: job status
 through ``squeue`` (no accounting database here), a 5 s first status check (default 40 s), and
@@ -41,7 +42,11 @@ STEPS = 1000  # the star experiment's training: long enough to be cancelled
 
 
 def _config(source) -> dict:
-    cfg = harness.with_steps(harness.tiny_config(source), STEPS, ["star"])
+    # star (every measure but teacher-student, the rounds, the cancelled job) and ts (the
+    # teacher-student measure); the tiny study's dln would add three cluster jobs of the same
+    # kinds (data, training, a measures group) and nothing the profile treats otherwise
+    cfg = harness.only_experiments(harness.tiny_config(source), "star", "ts")
+    cfg = harness.with_steps(cfg, STEPS, ["star"])
     cfg["experiments"]["star"]["replication"] = {"rounds": [2, 3]}
     # the tiny study's estimates need no GPU: its trainings ask for one by override (the
     # fixture's node has one), the rest keep their estimates (bnstudy.planning.resources)
@@ -76,15 +81,31 @@ def cluster():
 
 
 @pytest.fixture(scope="module")
-def local_study(tmp_path_factory) -> dict:
-    """The same study run locally (from the session's snapshot, as the SLURM run)."""
+def local_run(tmp_path_factory):
+    """The same study run locally (from the session's snapshot, as the SLURM run), started in
+    the background before the SLURM run: it runs while that run waits on its cluster (one core:
+    the cluster's jobs have the others). :func:`local_study` waits for it."""
     source = harness.snapshot(tmp_path_factory)
     project = harness.copy_project(tmp_path_factory.mktemp("local_slurm") / "project",
                                    source=source, config=_config(source))
-    t0 = time.perf_counter()
-    harness.snakemake(project, "--cores", "2")
-    return {"project": project, "results": project / "results",
-            "seconds": time.perf_counter() - t0}
+    log = project / "snakemake.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1"], cwd=project,
+                                env=harness.env(project), stdout=out, stderr=subprocess.STDOUT)
+    run = {"project": project, "results": project / "results", "proc": proc, "log": log,
+           "t0": time.perf_counter()}
+    yield run
+    if proc.poll() is None:  # a failed SLURM run ended the module early
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def local_study(local_run) -> dict:
+    """The local run, finished."""
+    rc = local_run["proc"].wait(timeout=1800)
+    assert rc == 0, f"the local run failed ({rc}):\n{local_run['log'].read_text()[-6000:]}"
+    return {**local_run, "seconds": time.perf_counter() - local_run["t0"]}
 
 
 ERROR_LINE = re.compile(r"error|exception|traceback|failed|cancel|timeout|exceed", re.I)
@@ -151,7 +172,7 @@ def _slurm_run(cluster, tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def slurm_study(cluster, tmp_path_factory) -> dict:
+def slurm_study(cluster, local_run, tmp_path_factory) -> dict:
     """The study through SLURM. A run that ends in a crash of Snakemake's own scheduler (not a
     job error) is run once more from scratch on a fresh copy, its crash printed; a job error,
     or a second crash, fails here with the errors first."""
@@ -231,7 +252,8 @@ def _processes_mentioning(text: str) -> list[str]:
 def test_fixture_starts_a_gpu_node_and_stops_every_daemon_it_started():
     with slurm_fixture.local_slurm() as c:
         assert set(c.procs) == {"munged", "slurmctld", "slurmd"}
-        assert c.cmd("sinfo", "--noheader", "--format=%T %G").split() == ["idle", "gpu:1"]
+        assert c.cmd("sinfo", "--noheader", "--format=%T %G").split() == [
+            "idle", f"gpu:{len(slurm_fixture.FAKE_GPUS)}"]
         assert len(_processes_mentioning(str(c.root))) >= 3
         root = c.root
     assert all(p.poll() is not None for p in c.procs.values())
