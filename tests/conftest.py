@@ -16,8 +16,8 @@ torch.set_num_threads(1)
 # whose tests run whole studies start first, so that the long ones (the SLURM module, the tiny
 # study every workflow test copies: harness.local_study) overlap the many short tests instead of
 # ending the session alone. Within a module, and among the rest, the order is kept.
-FIRST = ("test_slurm.py", "test_extension.py", "test_workflow.py", "test_reruns.py",
-         "test_report_workflow.py", "test_replication_workflow.py", "test_resume.py",
+FIRST = ("test_slurm.py", "test_workflow.py", "test_extension.py", "test_reruns.py",
+         "test_replication_workflow.py", "test_report_workflow.py", "test_resume.py",
          "test_replication.py", "test_safety.py", "test_config_check.py")
 # The modules that run on one worker, whole: their module fixtures are expensive (a SLURM
 # cluster and two runs of a study; a replicated study), and a second worker would build them

@@ -175,10 +175,51 @@ def test_a_signal_to_the_job_reaches_its_child(server, star_file, tmp_path, sig)
     job, child = _start_long_job(server, star_file, tmp_path / "run")
     time.sleep(1.0)  # into the training loop
     job.send_signal(sig)
-    job.wait(timeout=60)
+    try:
+        job.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        alive = Path(f"/proc/{child}").exists()
+        raise AssertionError(f"{sig!r} did not end the job (its child {child}, alive: {alive})"
+                             f":\n{server['log'].read_text()[-2000:]}") from None
     assert job.returncode == -sig  # the job ends as its child did: by the signal
     assert _ended(child)
     _wait_for(server["log"], rf"train \(pid {child}\): exit -{int(sig)}")
+
+
+def test_a_job_s_child_takes_the_job_s_signal_dispositions_not_the_server_s(star_file, tmp_path,
+                                                                             monkeypatch):
+    """A server started while SIGINT was ignored (a thread's ``system()`` ignores it in the
+    whole process while its command runs; ``nohup``): its children used to inherit that, so a
+    Ctrl-C handed on to a served job's child was lost and the job never ended. The child now
+    takes the job's own dispositions (the kernel's ``SigIgn`` of the job's process)."""
+    log = tmp_path / "forkserver.log"
+    monkeypatch.delenv(forkserver.ADDRESS, raising=False)
+    # a server of its own: this worker's module server (the fixture's) is set aside, not stopped
+    monkeypatch.setattr(forkserver, "_server", None)
+    monkeypatch.setattr(forkserver, "_directory", None)
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.start(True, str(log))  # the server inherits the ignored SIGINT
+    finally:
+        signal.signal(signal.SIGINT, old)
+    try:
+        _wait_for(log, r"ready \(pid \d+\)")
+        served = {"log": log, "env": {**os.environ, "OMP_NUM_THREADS": "1"}}
+        job, child = _start_long_job(served, star_file, tmp_path / "run")
+        time.sleep(1.0)
+        job.send_signal(signal.SIGINT)
+        try:
+            job.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            os.kill(child, signal.SIGKILL)
+            raise AssertionError(f"SIGINT did not end the job:\n{log.read_text()[-2000:]}") \
+                from None
+        assert job.returncode == -signal.SIGINT
+        _wait_for(log, rf"train \(pid {child}\): exit -{int(signal.SIGINT)}")
+    finally:
+        forkserver.stop()
 
 
 def test_a_killed_job_takes_its_child_with_it(server, star_file, tmp_path):

@@ -74,8 +74,8 @@ GO_TIMEOUT = 10.0  # seconds a child waits for its job to confirm before it ends
 # torch._dynamo is what torch.optim's first step imports (1.3 CPU-s; benchmarks/bench_sgd.py).
 PRELOAD = ("numpy", "torch", "torch._dynamo", "pandas", "pyarrow.parquet", "scipy.stats",
            "matplotlib.pyplot", "seaborn")
-_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
-              signal.SIGUSR2)
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+             signal.SIGUSR2)
 _server: subprocess.Popen | None = None
 _directory: str | None = None
 
@@ -218,7 +218,7 @@ def delegate(argv: list[str]) -> int | None:
         except ProcessLookupError:
             pass
 
-    for s in _FORWARDED:
+    for s in FORWARDED:
         signal.signal(s, forward)
     try:
         _, status = _message(sock)

@@ -9,7 +9,10 @@ process's context or not at all.
   programs and libraries run (:data:`EXEC_ENV`: ``PATH`` for ``git`` ...), so a served job
   resolves programs as the server does, which is as its own process would.
 - What a child can take on it takes (:func:`apply`): resource limits (``ulimit``), umask, nice
-  value and CPU affinity. Limits above the server's hard limits, a nice value below the server's
+  value, CPU affinity and which of the signals a job hands on (:data:`SIGNALS`) its process
+  ignores (``SigIgn``: a process started with SIGINT ignored, as ``system()`` and ``nohup``
+  start them, keeps ignoring it; the others get Python's own dispositions, whatever the server
+  was started with). Limits above the server's hard limits, a nice value below the server's
   or CPUs outside its affinity would need privileges: refused as well.
 """
 
@@ -17,6 +20,9 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
+
+from bnstudy.forkserver import FORWARDED
 
 NAMESPACES = ("mnt", "pid", "net", "ipc", "uts", "user", "cgroup", "time")
 CREDENTIALS = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
@@ -27,6 +33,7 @@ EXEC_ENV = ("PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONPATH", "
 RLIMITS = {getattr(resource, n): n for n in sorted(dir(resource), reverse=True)
            if n.startswith("RLIMIT_")}  # RLIMIT_OFILE is RLIMIT_NOFILE: NOFILE's name wins
 INFINITY = resource.RLIM_INFINITY
+SIGNALS = FORWARDED  # the signals a job hands on to its child (bnstudy.forkserver.delegate)
 
 
 def _file_id(path: str) -> tuple[int, int] | None:
@@ -65,6 +72,7 @@ def read(pid: int | str) -> dict:
         "umask": int(status["Umask"].strip(), 8),
         "nice": os.getpriority(os.PRIO_PROCESS, target),
         "affinity": os.sched_getaffinity(target),
+        "ignored": frozenset(s for s in SIGNALS if int(status["SigIgn"], 16) >> (s - 1) & 1),
     }
 
 
@@ -99,8 +107,12 @@ def mismatch(job: dict, env: dict, own: dict) -> str | None:
 
 
 def apply(job: dict, own: dict) -> None:
-    """Give this process (a freshly forked child, one thread) the job's limits, umask, nice value
-    and CPU affinity."""
+    """Give this process (a freshly forked child, one thread) the job's limits, umask, nice value,
+    CPU affinity and ignored signals (of :data:`SIGNALS`; the rest as a new Python process has
+    them: SIGINT raising KeyboardInterrupt, the others their default)."""
+    for s in SIGNALS:
+        signal.signal(s, signal.SIG_IGN if s in job["ignored"] else
+                      signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
     os.umask(job["umask"])
     if job["nice"] != own["nice"]:
         os.setpriority(os.PRIO_PROCESS, 0, job["nice"])
