@@ -154,12 +154,20 @@ def test_the_switch_turns_the_server_off(tmp_path):
     assert out.stdout.split() == ["True", "False"], out.stderr
 
 
+def _sigint_default() -> None:
+    """The job's SIGINT not ignored, whatever this test process has: a shell's background job
+    (``pytest ... &``) ignores SIGINT, and a process started so keeps ignoring it, served or not
+    (its child takes the job's dispositions)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_long_job(server, star_file, out: Path) -> tuple[subprocess.Popen, int]:
     """A long served training; (the job's process, its child's pid)."""
     out.mkdir()
     seen = set(re.findall(r"train \(pid (\d+)\) started", server["log"].read_text()))
     job = subprocess.Popen(_train_cmd(star_file, out, steps=10**6), env=server["env"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           preexec_fn=_sigint_default)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         new = set(re.findall(r"train \(pid (\d+)\) started", server["log"].read_text())) - seen
