@@ -83,6 +83,18 @@ def key(kind: str, payload) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def remember(kind: str, payload, compute, valid=lambda value: True):
+    """``compute()``, or the value stored for ``payload`` when a ``valid`` one is; a computed value
+    is stored (the key is taken before ``compute`` runs: it may change ``payload``)."""
+    k = key(kind, payload)
+    hit = get(kind, k)
+    if hit is not None and valid(hit):
+        return hit
+    value = compute()
+    put(kind, k, value)
+    return value
+
+
 def _path(kind: str, k: str) -> Path | None:
     root = folder()
     return None if root is None else root / kind / f"{k}.json"

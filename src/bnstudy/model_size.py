@@ -42,14 +42,12 @@ def size(model_entry: dict, input_shape, out_dim: int) -> Size:
     in later Snakemake starts without importing torch."""
     from bnstudy import keyed_cache
 
-    k = keyed_cache.key("model-size", [model_entry, list(input_shape), out_dim])
-    hit = keyed_cache.get("model-size", k)
-    if isinstance(hit, dict) and set(hit) == set(Size.__dataclass_fields__) \
-            and all(isinstance(v, int) for v in hit.values()):
-        return Size(**hit)
-    out = _count(model_entry, input_shape, out_dim)
-    keyed_cache.put("model-size", k, asdict(out))
-    return out
+    counted = keyed_cache.remember(
+        "model-size", [model_entry, list(input_shape), out_dim],
+        lambda: asdict(_count(model_entry, input_shape, out_dim)),
+        lambda v: isinstance(v, dict) and set(v) == set(Size.__dataclass_fields__)
+        and all(type(x) is int for x in v.values()))
+    return Size(**counted)
 
 
 def _count(model_entry: dict, input_shape, out_dim: int) -> Size:
@@ -91,15 +89,11 @@ def refresh(model_entry: dict, norm: str) -> tuple[int, int] | None:
     options over its defaults; None for the others. Cached as :func:`size` is."""
     from bnstudy import keyed_cache
 
-    k = keyed_cache.key("norm-refresh", [norm, model_entry.get("norm_options", {}).get(norm)])
-    hit = keyed_cache.get("norm-refresh", k)
-    if isinstance(hit, dict) and set(hit) == {"refresh"} and (
-            hit["refresh"] is None or (isinstance(hit["refresh"], list) and len(hit["refresh"]) == 2
-                                       and all(isinstance(v, int) for v in hit["refresh"]))):
-        return None if hit["refresh"] is None else tuple(hit["refresh"])
-    out = _refresh(model_entry, norm)
-    keyed_cache.put("norm-refresh", k, {"refresh": None if out is None else list(out)})
-    return out
+    stored = keyed_cache.remember(  # [] for None
+        "norm-refresh", [norm, model_entry.get("norm_options", {}).get(norm)],
+        lambda: list(_refresh(model_entry, norm) or ()),
+        lambda v: isinstance(v, list) and len(v) in (0, 2) and all(type(x) is int for x in v))
+    return tuple(stored) or None
 
 
 def _refresh(model_entry: dict, norm: str) -> tuple[int, int] | None:

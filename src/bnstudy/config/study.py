@@ -235,18 +235,16 @@ def check_cached(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) 
     path = Path(schema)
     payload = {"config": cfg, "local": local, "home": os.path.expanduser("~"),
                "schema": path.read_text() if path.is_file() else str(path)}
-    k = keyed_cache.key("config-check", payload)
-    hit = keyed_cache.get("config-check", k)
-    if isinstance(hit, dict) and isinstance(cfg, dict):
+    filled = keyed_cache.remember("config-check", payload,
+                                  lambda: check(cfg, local=local, schema=schema),
+                                  lambda v: isinstance(v, dict) and isinstance(cfg, dict))
+    if filled is not cfg:  # read back: what the check reads of this machine, read again
         cfg.clear()
-        cfg.update(hit)
+        cfg.update(filled)
         setup_checks.check_results(cfg)
         setup_checks.check_datasets(cfg, local)
         if str(cfg.get("device", "")).startswith("cuda"):
             _device(cfg, local)
-        return cfg
-    check(cfg, local=local, schema=schema)
-    keyed_cache.put("config-check", k, cfg)
     return cfg
 
 

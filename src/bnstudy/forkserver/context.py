@@ -22,7 +22,7 @@ import os
 import resource
 import signal
 
-from bnstudy.forkserver import FORWARDED
+from bnstudy.forkserver import FORWARDED as SIGNALS  # what a job hands on to its child
 
 NAMESPACES = ("mnt", "pid", "net", "ipc", "uts", "user", "cgroup", "time")
 CREDENTIALS = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
@@ -33,7 +33,6 @@ EXEC_ENV = ("PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONPATH", "
 RLIMITS = {getattr(resource, n): n for n in sorted(dir(resource), reverse=True)
            if n.startswith("RLIMIT_")}  # RLIMIT_OFILE is RLIMIT_NOFILE: NOFILE's name wins
 INFINITY = resource.RLIM_INFINITY
-SIGNALS = FORWARDED  # the signals a job hands on to its child (bnstudy.forkserver.delegate)
 
 
 def _file_id(path: str) -> tuple[int, int] | None:

@@ -43,14 +43,11 @@ def _graph(src: Path) -> dict[str, list[str]]:
     when this source was read before."""
     from bnstudy import keyed_cache
 
-    k = keyed_cache.key("import-graph", keyed_cache.package_hash.__wrapped__(src))
-    hit = keyed_cache.get("import-graph", k)
-    if isinstance(hit, dict) and all(isinstance(v, list) for v in hit.values()):
-        return hit
-    graph = {p.relative_to(src).as_posix(): sorted(_parse(p.relative_to(src).as_posix()))
-             for p in sorted(src.rglob("*.py")) if "__pycache__" not in p.parts}
-    keyed_cache.put("import-graph", k, graph)
-    return graph
+    return keyed_cache.remember(
+        "import-graph", keyed_cache.package_hash(src),
+        lambda: {p.relative_to(src).as_posix(): sorted(_parse(p.relative_to(src).as_posix()))
+                 for p in sorted(src.rglob("*.py")) if "__pycache__" not in p.parts},
+        lambda v: isinstance(v, dict) and all(isinstance(x, list) for x in v.values()))
 
 
 def _parse(rel: str) -> frozenset[str]:
