@@ -35,10 +35,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
-
+from bnstudy import lazy
 from bnstudy import provenance as _provenance
 from bnstudy.provenance import git_commit, torch_version  # noqa: F401 (re-exported)
 
@@ -51,6 +48,11 @@ REDO = "delete it and rerun the workflow, which writes it again"
 # a write failing with one of these is the disk's fault, not the caller's: one line, no traceback
 DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO, errno.EACCES,
                errno.EPERM}
+# imported on first use: a job that only writes bytes (the workflow's argument files, one small
+# process per job) does not pay for pandas and pyarrow (about half a second)
+pd = lazy.module("pandas")
+pa = lazy.module("pyarrow")
+pq = lazy.module("pyarrow.parquet")
 
 
 class CorruptFile(ValueError):
