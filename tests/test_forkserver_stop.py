@@ -39,7 +39,7 @@ def test_a_stop_right_after_the_last_job_still_logs_its_exit(tmp_path):
             os.environ[forkserver.ADDRESS] = old
     text = log.read_text()
     started = re.findall(r"list \(pid (\d+)\) started", text)
-    ended = re.findall(r"list \(pid (\d+)\): exit 0$", text, re.M)
+    ended = re.findall(r"list \(pid (\d+)\): exit 0, [\d.]+ CPU-s$", text, re.M)
     assert len(started) == 3, text  # the jobs were served
     assert sorted(ended) == sorted(started), text
     assert "stopping" in text

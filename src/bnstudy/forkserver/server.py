@@ -193,14 +193,15 @@ class Server:
     def reap(self) -> None:
         while self.children:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
             conn, verb = self.children.pop(pid, (None, "?"))
             code = os.waitstatus_to_exitcode(status)
-            log(f"{verb} (pid {pid}): exit {code}")
+            cpu = usage.ru_utime + usage.ru_stime  # the job's own CPU time, its children's too
+            log(f"{verb} (pid {pid}): exit {code}, {cpu:.2f} CPU-s")
             if conn is not None:  # the child's own report came first when it exited normally
                 send(conn, b"S" + INT.pack(code))
                 conn.close()
