@@ -229,7 +229,8 @@ def test_local_jobs_ran_in_the_fork_server_and_it_ended(local):
     the project the run ran in: the tests read a copy of it)."""
     project = local["ran_in"]
     text = (local["results"] / "logs" / "forkserver.log").read_text()
-    served = re.findall(r"^\S+ \S+ (\S+) \(pid \d+\): exit (-?\d+)$", text, re.M)
+    served = re.findall(r"^\S+ \S+ (\S+) \(pid \d+\): exit (-?\d+), \d+\.\d\d CPU-s$", text,
+                        re.M)
     assert {"measure", "aggregate", "plot", "claims", "report"} <= {v for v, _ in served}, text
     assert all(code == "0" for _, code in served), text
     left = []
