@@ -53,7 +53,7 @@ def size(model_entry: dict, input_shape, out_dim: int) -> Size:
 def _count(model_entry: dict, input_shape, out_dim: int) -> Size:
     import torch
 
-    from bnstudy.networks import models
+    from bnstudy.networks import meta, models
     from bnstudy.networks.blocks import blocks
 
     bare = replace(models.ModelConfig.from_dict(model_entry), dropout=0.0, norm_options={})
@@ -66,15 +66,19 @@ def _count(model_entry: dict, input_shape, out_dim: int) -> Size:
             if isinstance(w, torch.Tensor) and w.dim() >= 2 and out.dim() >= 2:
                 macs[0] += w.numel() * (out.numel() // out.shape[1])
 
-    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+    with torch.random.fork_rng(devices=[]), torch.device("meta"), meta.skip_init():
         net = models.build_model(bare, "none", tuple(input_shape), out_dim)
-        hooks = [m.register_forward_hook(count) for m in net.modules()
-                 if not list(m.children())]
-        try:
+    # one sample through it on the CPU, its weights zero-stride zeros of their shapes (nothing
+    # allocated): torch's meta kernels of linear maps and convolutions are Python
+    # decompositions whose first call imports torch._dynamo (about 2 s of CPU per start)
+    meta.materialize(net)
+    hooks = [m.register_forward_hook(count) for m in net.modules() if not list(m.children())]
+    try:
+        with torch.no_grad():
             net.eval()(torch.zeros(1, *input_shape))
-        finally:
-            for h in hooks:
-                h.remove()
+    finally:
+        for h in hooks:
+            h.remove()
     inputs = 1
     for d in input_shape:
         inputs *= int(d)

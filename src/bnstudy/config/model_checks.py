@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bnstudy.networks import archs
+from bnstudy.networks import archs, meta
 
 MAX_PARAMETERS = 500_000_000  # the default of limits.parameters (2 GB of float32 weights)
 
@@ -34,25 +34,6 @@ def check_options(entry: dict) -> None:
                              f"be ignored); allowed: {allowed}")
 
 
-def _skip_meta_init():
-    """A torch function mode in which an in-place operation on a meta tensor (``normal_``,
-    ``uniform_``, ``fill_``, ...: the weight initializations) returns the tensor as it is. On the
-    meta device torch runs them through its Python reference implementations, whose first call
-    imports ``torch._dynamo`` (about 2 s of CPU in every Snakemake start and config check); the
-    counts need shapes only, which in-place operations keep."""
-    import torch
-
-    class SkipMetaInit(torch.overrides.TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            name = getattr(func, "__name__", "")
-            if (name.endswith("_") and not name.endswith("__") and args
-                    and isinstance(args[0], torch.Tensor) and args[0].is_meta):
-                return args[0]
-            return func(*args, **(kwargs or {}))
-
-    return SkipMetaInit()
-
-
 def plan(model_cfg, input_shape, out_dim: int) -> tuple[int, int]:
     """``(parameters, hidden blocks)`` of the model on inputs of ``input_shape``, counted on the
     meta device (nothing allocated, no initialization run); a ValueError names a model that
@@ -63,7 +44,7 @@ def plan(model_cfg, input_shape, out_dim: int) -> tuple[int, int]:
     from bnstudy.networks.blocks import blocks
 
     bare = replace(model_cfg, dropout=0.0, norm_options={})
-    with torch.random.fork_rng(devices=[]), torch.device("meta"), _skip_meta_init():
+    with torch.random.fork_rng(devices=[]), torch.device("meta"), meta.skip_init():
         net = models.build_model(bare, "none", input_shape, out_dim)
     return sum(p.numel() for p in net.parameters()), len(blocks(net))
 
