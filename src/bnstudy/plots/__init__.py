@@ -142,6 +142,9 @@ def style(options: dict) -> None:
     sns.set_theme(context=options.get("context", "notebook"), style="whitegrid",
                   palette=options.get("palette", "colorblind"))
     set_width(options.get("width"))
+    # laid out at the resolution it is saved at: the layout's text extents are those the PNG
+    # draws, and matplotlib measures each text once instead of once per resolution
+    plt.rcParams["figure.dpi"] = options.get("dpi", 110)
 
 
 # Vector copies beside the PNG (the report embeds the PNG), without the creation date that
