@@ -82,9 +82,9 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory):
-    """The same study's tables made locally (from the session's snapshot, as the SLURM run), started in
-    the background before the SLURM run: it runs while that run waits on its cluster (one core:
-    the cluster's jobs have the others). :func:`local_study` waits for it."""
+    """The same study's tables made locally (from the session's snapshot, as the SLURM run),
+    started in the background before the SLURM run: it runs while that run waits on its cluster
+    (one core: the cluster's jobs have the others). :func:`local_study` waits for it."""
     source = harness.snapshot(tmp_path_factory)
     project = harness.copy_project(tmp_path_factory.mktemp("local_slurm") / "project",
                                    source=source, config=_config(source))
