@@ -82,17 +82,15 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory):
-    """The same study's tables made locally (from the session's snapshot, as the SLURM run),
-    started in the background before the SLURM run: it runs while that run waits on its cluster
-    (one core: the cluster's jobs have the others). :func:`local_study` waits for it."""
+    """The same study run locally (from the session's snapshot, as the SLURM run), started in
+    the background before the SLURM run: it runs while that run waits on its cluster (one core:
+    the cluster's jobs have the others). :func:`local_study` waits for it."""
     source = harness.snapshot(tmp_path_factory)
     project = harness.copy_project(tmp_path_factory.mktemp("local_slurm") / "project",
                                    source=source, config=_config(source))
     log = project / "snakemake.log"
     with open(log, "w") as out:
-        # (its tables only, what the module compares: no figures, no report)
-        proc = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", "--until",
-                                 "aggregate", "claims", "analysis"], cwd=project,
+        proc = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1"], cwd=project,
                                 env=harness.env(project), stdout=out, stderr=subprocess.STDOUT)
     run = {"project": project, "results": project / "results", "proc": proc, "log": log,
            "t0": time.perf_counter()}
