@@ -53,6 +53,21 @@ def test_figure_registry_imports_no_plotting_library_until_a_figure_is_drawn():
     """)
 
 
+@pytest.mark.parametrize("code, heavy", [
+    # the measures' registry, read at every Snakemake start: no scipy (a third of a second)
+    ("from bnstudy import measures; assert measures.REGISTRY", ("scipy.special", "scipy")),
+    # an argument-file job (one small process each, 32 in the tiny study): no pandas, pyarrow
+    ("from bnstudy.planning.arguments import write_arguments", ("pandas", "pyarrow")),
+])
+def test_what_every_start_reads_imports_no_heavy_library(code, heavy):
+    _fresh(f"""
+        import sys
+        {code}
+        loaded = [m for m in {heavy!r} if m in sys.modules]
+        assert not loaded, loaded
+    """)
+
+
 def test_aggregate_and_provenance_do_not_import_torch(tmp_path):
     df = pd.DataFrame({"experiment": ["e"], "dataset": ["d"], "model": ["m"], "norm": ["none"],
                        "seed": [0], "step": [0], "loss": [1.0]})

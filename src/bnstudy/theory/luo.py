@@ -65,7 +65,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import gammaln
 
 ACTIVATIONS = ("linear", "relu")
 CONVENTIONS = ("paper", "loss")
@@ -201,6 +200,10 @@ def chi_moments(dof: int, M: int) -> tuple[float, float]:
     if dof <= 2:
         raise ValueError(f"E[sigma_B^-2] is finite only for more than 2 degrees of freedom; "
                          f"got {dof} (batch size M = {M})")
+    # scipy.special imported here only: a third of a second at the start of every process that
+    # lists the measures (each Snakemake start among them)
+    from scipy.special import gammaln
+
     m1 = math.sqrt(M / 2) * math.exp(gammaln((dof - 1) / 2) - gammaln(dof / 2))
     return m1, M / (dof - 2)
 
