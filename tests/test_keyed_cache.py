@@ -202,3 +202,39 @@ def test_a_second_snakemake_start_imports_no_torch(tmp_path, cache, monkeypatch)
     harness.snakemake(project, "-n", extra_env=env)
     found = [f.read_text()[-1500:] for f in tmp_path.glob("torch.*")]
     assert not found, found
+
+
+def test_an_edit_reparses_only_the_edited_module_of_the_import_graph(tmp_path, cache,
+                                                                       monkeypatch):
+    """The rules' code hashes read the package's import graph (bnstudy.planning.codeversion): a
+    start after an edit of one module parses that module only and gets the graph a full parse
+    gives; a module added (what an import resolves to may change) parses them all again."""
+    from bnstudy.planning import codeversion
+
+    pkg = tmp_path / "bnstudy"
+    (pkg / "sub").mkdir(parents=True)
+    files = {"__init__.py": "", "sub/__init__.py": "", "sub/helper.py": "X = 1\n",
+             "entry.py": "def f():\n    from bnstudy.sub import helper\n",
+             "other.py": "from bnstudy import entry\n"}
+    for rel, text in files.items():
+        (pkg / rel).write_text(text)
+    monkeypatch.setattr(codeversion, "SRC", pkg)
+    parsed = []
+    real = codeversion._parse
+    monkeypatch.setattr(codeversion, "_parse", lambda rel: parsed.append(rel) or real(rel))
+
+    def start() -> dict:
+        codeversion._graph.cache_clear()  # (a new Snakemake start)
+        parsed.clear()
+        return codeversion._graph(pkg)
+
+    full = start()
+    assert sorted(parsed) == sorted(files) and full["entry.py"] == ["sub/helper.py"]
+    assert start() == full and parsed == []
+    (pkg / "other.py").write_text("from bnstudy.sub import helper\n")
+    again = start()
+    assert parsed == ["other.py"] and again == {**full, "other.py": ["sub/helper.py"]}
+    (pkg / "sub" / "more.py").write_text("")
+    assert start() == {**again, "sub/more.py": []} and sorted(parsed) == sorted(
+        [*files, "sub/more.py"])
+    codeversion._graph.cache_clear()

@@ -74,10 +74,13 @@ def torch_version() -> str:
         return "none"
 
 
-def key(kind: str, payload) -> str:
+def key(kind: str, payload, *, package: bool = True) -> str:
     """The key of a value of ``kind`` computed from ``payload`` (anything JSON can write; other
-    objects by their ``repr``) by this package under this torch and Python."""
-    text = json.dumps({"kind": kind, "payload": payload, "package": package_hash(),
+    objects by their ``repr``) by this package under this torch and Python. ``package=False``
+    leaves the package's files out: for a value whose ``payload`` names all it derives from
+    (the import graph: each module's digest and the parser's own)."""
+    text = json.dumps({"kind": kind, "payload": payload,
+                       "package": package_hash() if package else None,
                        "torch": torch_version(), "python": sys.version, "version": VERSION},
                       sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -5,9 +5,9 @@ transitively, every package module they import, found by reading their ``import`
 (anywhere in the module, so imports inside functions count). A module added behind an import
 (a normalizer's layers, a measure's implementation) therefore counts without being listed.
 
-Which module imports which depends on the source only, so the whole package's import graph is
-read once per source (every module parsed) and kept in :mod:`bnstudy.keyed_cache`: a later
-Snakemake start (the rules' ``code`` params) parses no module, it only hashes the files.
+Which module imports which depends on the source only, so each module's imports are read once
+per content and kept in :mod:`bnstudy.keyed_cache`: a later Snakemake start (the rules' ``code``
+params) only hashes the files, and one after an edit parses the edited module alone.
 """
 
 from __future__ import annotations
@@ -39,15 +39,32 @@ def package_imports(rel: str) -> frozenset[str]:
 
 @cache
 def _graph(src: Path) -> dict[str, list[str]]:
-    """``{module: its package imports}`` of every module under ``src``, from the keyed cache
-    when this source was read before."""
+    """``{module: its package imports}`` of every module under ``src``. Each module's imports are
+    kept in :mod:`bnstudy.keyed_cache` by its content (under a key of the package's module list
+    and this parser's own source): a start after an edit parses the edited module only, one
+    after a module was added or removed (which changes what an import resolves to) all of
+    them."""
     from bnstudy import keyed_cache
 
-    return keyed_cache.remember(
-        "import-graph", keyed_cache.package_hash(src),
-        lambda: {p.relative_to(src).as_posix(): sorted(_parse(p.relative_to(src).as_posix()))
-                 for p in sorted(src.rglob("*.py")) if "__pycache__" not in p.parts},
-        lambda v: isinstance(v, dict) and all(isinstance(x, list) for x in v.values()))
+    files = [p.relative_to(src).as_posix() for p in sorted(src.rglob("*.py"))
+             if "__pycache__" not in p.parts]
+    digests = {rel: hashlib.sha256((src / rel).read_bytes()).hexdigest() for rel in files}
+    parser = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    k = keyed_cache.key("import-graph", {"modules": files, "parser": parser}, package=False)
+    stored = keyed_cache.get("import-graph", k)
+    stored = stored if isinstance(stored, dict) else {}
+    graph, entries = {}, {}
+    for rel in files:
+        old = stored.get(rel)
+        if (isinstance(old, list) and len(old) == 2 and old[0] == digests[rel]
+                and isinstance(old[1], list) and all(isinstance(x, str) for x in old[1])):
+            graph[rel] = old[1]
+        else:
+            graph[rel] = sorted(_parse(rel))
+        entries[rel] = [digests[rel], graph[rel]]
+    if entries != stored:
+        keyed_cache.put("import-graph", k, entries)
+    return graph
 
 
 def _parse(rel: str) -> frozenset[str]:
