@@ -7,6 +7,7 @@ forward pass on the meta device counts, without that import either."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -44,7 +45,7 @@ def test_the_counts_are_the_models_own(path):
             continue
         seen.add(key)
         n, hidden = model_checks.plan(mcfg, shape, out_dim)
-        bare = model_checks.replace(mcfg, dropout=0.0, norm_options={})
+        bare = dataclasses.replace(mcfg, dropout=0.0, norm_options={})
         with torch.random.fork_rng(devices=[]), torch.device("meta"):
             net = models.build_model(bare, "none", shape, out_dim)
         assert (n, hidden) == (sum(p.numel() for p in net.parameters()), len(blocks(net)))
@@ -63,7 +64,7 @@ def test_checking_a_study_does_not_import_torchs_compiler():
 def _meta_size(mcfg, shape, out_dim) -> dict:
     """The reference: the model built on the meta device with its initializations run and one
     meta sample through it, each leaf's output and weight counted by a hook."""
-    bare = model_checks.replace(mcfg, dropout=0.0, norm_options={})
+    bare = dataclasses.replace(mcfg, dropout=0.0, norm_options={})
     macs, outs = 0, []
 
     def hook(module, _inputs, out):

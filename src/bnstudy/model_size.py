@@ -23,7 +23,7 @@ has imported it already to check the config).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,6 @@ def _count(model_entry: dict, input_shape, out_dim: int) -> Size:
     from bnstudy.networks import meta, models
     from bnstudy.networks.blocks import blocks
 
-    bare = replace(models.ModelConfig.from_dict(model_entry), dropout=0.0, norm_options={})
     macs, outs = [0], []
 
     def count(module, _inputs, out):
@@ -66,8 +65,7 @@ def _count(model_entry: dict, input_shape, out_dim: int) -> Size:
             if isinstance(w, torch.Tensor) and w.dim() >= 2 and out.dim() >= 2:
                 macs[0] += w.numel() * (out.numel() // out.shape[1])
 
-    with torch.random.fork_rng(devices=[]), torch.device("meta"), meta.skip_init():
-        net = models.build_model(bare, "none", tuple(input_shape), out_dim)
+    net = meta.build(models.ModelConfig.from_dict(model_entry), input_shape, out_dim)
     # one sample through it on the CPU, its weights zero-stride zeros of their shapes (nothing
     # allocated): torch's meta kernels of linear maps and convolutions are Python
     # decompositions whose first call imports torch._dynamo (about 2 s of CPU per start)

@@ -15,8 +15,6 @@ prefixes the entry.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from bnstudy.networks import archs, meta
 
 MAX_PARAMETERS = 500_000_000  # the default of limits.parameters (2 GB of float32 weights)
@@ -38,14 +36,9 @@ def plan(model_cfg, input_shape, out_dim: int) -> tuple[int, int]:
     """``(parameters, hidden blocks)`` of the model on inputs of ``input_shape``, counted on the
     meta device (nothing allocated, no initialization run); a ValueError names a model that
     cannot be built."""
-    import torch
-
-    from bnstudy.networks import models
     from bnstudy.networks.blocks import blocks
 
-    bare = replace(model_cfg, dropout=0.0, norm_options={})
-    with torch.random.fork_rng(devices=[]), torch.device("meta"), meta.skip_init():
-        net = models.build_model(bare, "none", input_shape, out_dim)
+    net = meta.build(model_cfg, input_shape, out_dim)
     return sum(p.numel() for p in net.parameters()), len(blocks(net))
 
 

@@ -1,11 +1,26 @@
 """Building a model on the meta device (``torch.device("meta")``: shapes, nothing allocated) to
-count it: :func:`bnstudy.config.model_checks.plan` (parameters and hidden blocks, against the
-config's limits) and :func:`bnstudy.model_size.size` (what one sample costs, for the cluster
-requests) build under :func:`skip_init`; the latter then runs one sample through the model on the
-CPU, its parameters and buffers made zero-stride CPU tensors of their shapes by
-:func:`materialize`. Importing this module does not import torch."""
+count it (:func:`build`): :func:`bnstudy.config.model_checks.plan` (parameters and hidden blocks,
+against the config's limits) and :func:`bnstudy.model_size.size` (what one sample costs, for the
+cluster requests), which then runs one sample through the model on the CPU, its parameters and
+buffers made zero-stride CPU tensors of their shapes by :func:`materialize`. Importing this
+module does not import torch."""
 
 from __future__ import annotations
+
+
+def build(model_cfg, input_shape, out_dim: int):
+    """The model of ``model_cfg`` (a :class:`bnstudy.networks.models.ModelConfig`) without its
+    normalizers and dropout (which add no weight matrices), built on the meta device under
+    :func:`skip_init`, torch's random state left as it was."""
+    from dataclasses import replace
+
+    import torch
+
+    from bnstudy.networks import models
+
+    bare = replace(model_cfg, dropout=0.0, norm_options={})
+    with torch.random.fork_rng(devices=[]), torch.device("meta"), skip_init():
+        return models.build_model(bare, "none", tuple(input_shape), out_dim)
 
 
 def skip_init():
