@@ -88,14 +88,19 @@ def test_the_package_hash_follows_every_file(tmp_path):
     (root / "sub" / "__pycache__").mkdir(parents=True)
     (root / "a.py").write_text("x = 1\n")
     (root / "sub" / "b.yaml").write_text("k: 1\n")
-    h = keyed_cache.package_hash.__wrapped__(root)
+
+    def fresh(root):  # (as a new process reads it: the files' digests are read once per process)
+        keyed_cache.file_digests.cache_clear()
+        return keyed_cache.package_hash.__wrapped__(root)
+
+    h = fresh(root)
     (root / "sub" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
-    assert keyed_cache.package_hash.__wrapped__(root) == h  # compiled files are no source
+    assert fresh(root) == h  # compiled files are no source
     (root / "sub" / "b.yaml").write_text("k: 2\n")
-    assert keyed_cache.package_hash.__wrapped__(root) != h
+    assert fresh(root) != h
     (root / "sub" / "b.yaml").write_text("k: 1\n")
     (root / "c.py").write_text("")
-    assert keyed_cache.package_hash.__wrapped__(root) != h
+    assert fresh(root) != h
 
 
 def test_entries_round_trip_and_anything_else_is_a_miss(cache):
@@ -225,6 +230,7 @@ def test_an_edit_reparses_only_the_edited_module_of_the_import_graph(tmp_path, c
 
     def start() -> dict:
         codeversion._graph.cache_clear()  # (a new Snakemake start)
+        keyed_cache.file_digests.cache_clear()
         parsed.clear()
         return codeversion._graph(pkg)
 
@@ -238,3 +244,4 @@ def test_an_edit_reparses_only_the_edited_module_of_the_import_graph(tmp_path, c
     assert start() == {**again, "sub/more.py": []} and sorted(parsed) == sorted(
         [*files, "sub/more.py"])
     codeversion._graph.cache_clear()
+    keyed_cache.file_digests.cache_clear()

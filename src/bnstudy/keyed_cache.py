@@ -52,14 +52,23 @@ def folder() -> Path | None:
 
 
 @functools.cache
+def file_digests(root: Path = PACKAGE) -> dict[str, str]:
+    """``{relative path: SHA-256 hex}`` of every file of the package under ``root``, in sorted
+    order (compiled files left out): read once per process, for :func:`package_hash` and the
+    import graph's per-module entries (:mod:`bnstudy.planning.codeversion`)."""
+    return {path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(p for p in root.rglob("*") if p.is_file()
+                               and "__pycache__" not in p.parts and p.suffix != ".pyc")}
+
+
+@functools.cache
 def package_hash(root: Path = PACKAGE) -> str:
-    """SHA-256 over every file of the package under ``root`` (relative path and bytes, in sorted
-    order; compiled files left out)."""
+    """SHA-256 over every file of the package under ``root`` (relative path and the bytes'
+    digest, in sorted order; compiled files left out)."""
     h = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*")
-                       if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"):
-        h.update(path.relative_to(root).as_posix().encode() + b"\0")
-        h.update(hashlib.sha256(path.read_bytes()).digest())
+    for rel, digest in file_digests(root).items():
+        h.update(rel.encode() + b"\0")
+        h.update(bytes.fromhex(digest))
     return h.hexdigest()
 
 

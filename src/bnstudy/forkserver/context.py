@@ -61,6 +61,7 @@ def read(pid: int | str) -> dict:
     with open(f"/proc/{pid}/cgroup") as f:
         cgroup = f.read()
     target = 0 if pid == "self" else int(pid)
+    ignored = int(status["SigIgn"], 16)  # bit s - 1: signal s ignored
     return {
         "namespaces": {n: _file_id(f"/proc/{pid}/ns/{n}") for n in NAMESPACES},
         "root": _file_id(f"/proc/{pid}/root"),
@@ -71,7 +72,7 @@ def read(pid: int | str) -> dict:
         "umask": int(status["Umask"].strip(), 8),
         "nice": os.getpriority(os.PRIO_PROCESS, target),
         "affinity": os.sched_getaffinity(target),
-        "ignored": frozenset(s for s in SIGNALS if int(status["SigIgn"], 16) >> (s - 1) & 1),
+        "ignored": frozenset(s for s in SIGNALS if ignored >> (s - 1) & 1),
     }
 
 

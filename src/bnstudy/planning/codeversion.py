@@ -46,9 +46,8 @@ def _graph(src: Path) -> dict[str, list[str]]:
     them."""
     from bnstudy import keyed_cache
 
-    files = [p.relative_to(src).as_posix() for p in sorted(src.rglob("*.py"))
-             if "__pycache__" not in p.parts]
-    digests = {rel: hashlib.sha256((src / rel).read_bytes()).hexdigest() for rel in files}
+    digests = {rel: d for rel, d in keyed_cache.file_digests(src).items() if rel.endswith(".py")}
+    files = list(digests)
     parser = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
     k = keyed_cache.key("import-graph", {"modules": files, "parser": parser}, package=False)
     stored = keyed_cache.get("import-graph", k)
