@@ -284,3 +284,50 @@ def _ended(pid: int, timeout: float = 20) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def _prepare_cmd(out: Path) -> list[str]:
+    return [sys.executable, "-m", "bnstudy", "prepare-data", "--name", "star", "--kind",
+            "star2d", "--options", json.dumps({"n_train": 32, "n_test": 32, "seed": 0}),
+            "--out", str(out)]
+
+
+@pytest.fixture
+def own_server(tmp_path, monkeypatch):
+    """A server of this test's own, started now (the module's is set aside, not stopped)."""
+    monkeypatch.delenv(forkserver.ADDRESS, raising=False)
+    monkeypatch.setattr(forkserver, "_server", None)
+    monkeypatch.setattr(forkserver, "_directory", None)
+    log = tmp_path / "forkserver.log"
+    forkserver.start(True, str(log))
+    try:
+        yield {"log": log, "env": {**os.environ, "OMP_NUM_THREADS": "1"},
+               "pid": forkserver._server.pid}
+    finally:
+        forkserver.stop()
+
+
+def test_a_job_started_while_the_server_imports_waits_for_it(own_server, tmp_path):
+    """Snakemake starts its first jobs right after onstart, while the server is still importing
+    (seconds): they used to find no socket and each import torch and pandas in its own process
+    beside the server (two such jobs: 11 of the tiny study's 100 CPU-s). They wait for it now."""
+    assert "ready" not in (own_server["log"].read_text() if own_server["log"].exists() else "")
+    proc = subprocess.run(_prepare_cmd(tmp_path / "star.npz"), env=own_server["env"],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    _wait_for(own_server["log"], r"prepare-data \(pid \d+\): exit 0")
+    assert _served(own_server["log"]) == 1
+
+
+def test_a_job_does_not_wait_for_a_server_that_died_importing(own_server, tmp_path):
+    """A server gone before it listens (killed, a crash while importing; here a zombie that its
+    parent has not reaped yet) is not waited for: the job runs in its own process at once."""
+    os.kill(own_server["pid"], signal.SIGKILL)
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    proc = subprocess.run(_prepare_cmd(tmp_path / "star.npz"), env=own_server["env"],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "star.npz").exists()
+    assert time.monotonic() - t0 < forkserver.STARTUP_TIMEOUT / 2
+    assert _served(own_server["log"]) == 0

@@ -15,9 +15,11 @@ and the job exits with the child's status, or is killed by the child's signal.
 
 What does not change: each job is still a Snakemake job with its command, log, exit status,
 retries and rerun triggers, and its results are bitwise the same (``tests/test_forkserver.py``
-compares them). A job that no server takes runs in its own process as before: none running
-(``snakemake -n``, a job run by hand), not yet ready (its first seconds), no reply within
-:data:`REPLY_TIMEOUT` seconds, or a refusal.
+compares them). A job that starts while the server is still importing waits for it (up to
+:data:`STARTUP_TIMEOUT` seconds, while the server lives: its own process would spend those
+seconds on the same imports, on a core the server needs). A job that no server takes runs in its
+own process as before: none running (``snakemake -n``, a job run by hand), none ready in time or
+one that ended while importing, no reply within :data:`REPLY_TIMEOUT` seconds, or a refusal.
 
 Safety (``tests/test_forkserver_safety.py``):
 
@@ -65,11 +67,13 @@ SWITCH = "BNSTUDY_FORKSERVER"  # 0, off, false or no: no server
 ADDRESS = "BNSTUDY_FORKSERVER_ADDRESS"  # "<socket path>:<token>", set by start() for the jobs
 TOKEN = "BNSTUDY_FORKSERVER_TOKEN"  # the server's copy of the token
 SOCKET = "socket"  # the socket's name in the server's directory
+PIDFILE = "server.pid"  # the server's pid, written by start() before any job has the address
 INT = struct.Struct("!i")
 MAX_REQUEST = 4 << 20  # bytes of a request's JSON (arguments and environment; Linux caps both)
 REQUEST_DEADLINE = 5.0  # seconds from accept to the request's last byte
 REPLY_TIMEOUT = 5.0  # seconds a job waits to be taken before it runs in its own process
 GO_TIMEOUT = 10.0  # seconds a child waits for its job to confirm before it ends unrun
+STARTUP_TIMEOUT = 60.0  # seconds a job waits for a living server to finish its imports
 # Imported by the server before it serves: what the jobs' verbs import (and bnstudy's modules);
 # torch._dynamo is what torch.optim's first step imports (1.3 CPU-s; benchmarks/bench_sgd.py).
 PRELOAD = ("numpy", "torch", "torch._dynamo", "pandas", "pyarrow.parquet", "scipy.stats",
@@ -132,6 +136,8 @@ def start(local: bool, log: str) -> None:
             [sys.executable, "-m", "bnstudy.forkserver.server", directory, str(os.getpid())],
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             env={**os.environ, TOKEN: token}, start_new_session=True)
+    with open(os.path.join(directory, PIDFILE), "w") as f:
+        f.write(str(_server.pid))
     _directory = directory
     os.environ[ADDRESS] = f"{os.path.join(directory, SOCKET)}:{token}"
 
@@ -163,6 +169,38 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
     return buf
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (not gone, not a zombie its parent has yet to reap)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:  # gone, or no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def wait_until_listening(path: str, timeout: float = STARTUP_TIMEOUT) -> bool:
+    """Whether the server's socket ``path`` exists, waiting while the server that
+    :func:`start` started (its pid file beside the socket) is still importing: at most
+    ``timeout`` seconds, and not once that process has ended."""
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        try:
+            with open(os.path.join(os.path.dirname(path), PIDFILE)) as f:
+                pid = int(f.read())
+        except (OSError, ValueError):  # no server started there
+            return False
+        if not _alive(pid) or time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def _message(sock: socket.socket) -> tuple[bytes, int]:
     """One reply: (kind, value): P (the child's pid), S (exit status; -N: killed by signal N)
     or R (refused)."""
@@ -191,7 +229,7 @@ def delegate(argv: list[str]) -> int | None:
         return None
     payload = json.dumps({"token": token, "argv0": sys.argv[0], "argv": list(argv),
                           "cwd": os.getcwd(), "env": dict(os.environ), **identity()}).encode()
-    if len(payload) > MAX_REQUEST:
+    if len(payload) > MAX_REQUEST or not wait_until_listening(path):
         return None
     deadline = time.monotonic() + REPLY_TIMEOUT
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -20,6 +20,7 @@ import time
 
 from bnstudy.forkserver import (
     INT,
+    PIDFILE,
     PRELOAD,
     REQUEST_DEADLINE,
     SOCKET,
@@ -67,9 +68,12 @@ class Server:
             raise SystemExit(f"{directory} is not a directory only this user can enter")
         self.path, self.token = os.path.join(directory, SOCKET), token
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(self.path)
-        os.chmod(self.path, 0o600)
+        # bound and listening under another name, then renamed: a job that sees the socket
+        # (forkserver.wait_until_listening) can connect to it
+        self.listener.bind(self.path + ".new")
+        os.chmod(self.path + ".new", 0o600)
         self.listener.listen(128)
+        os.rename(self.path + ".new", self.path)
         self.listener.setblocking(False)
         self.wake_r, self.wake_w = os.pipe()
         for fd in (self.wake_r, self.wake_w):
@@ -217,8 +221,9 @@ class Server:
                 time.sleep(0.02)
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
+        for name in (self.path, os.path.join(os.path.dirname(self.path), PIDFILE)):
+            with contextlib.suppress(OSError):
+                os.unlink(name)
         with contextlib.suppress(OSError):
             os.rmdir(os.path.dirname(self.path))
 
