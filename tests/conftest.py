@@ -20,10 +20,10 @@ FIRST = ("test_slurm.py", "test_workflow.py", "test_extension.py", "test_reruns.
          "test_replication_workflow.py", "test_report_workflow.py", "test_resume.py",
          "test_replication.py", "test_safety.py", "test_config_check.py")
 # The modules that run on one worker, whole: their module fixtures are expensive (a SLURM
-# cluster and two runs of a study; a replicated study), and a second worker would build them
-# again. (The group is given here, not by an ``xdist_group`` mark: under pytest 9.2 pytest-xdist
-# 3.8 drops the marks' groups silently, pytest-dev/pytest-xdist#1386.)
-ONE_WORKER = ("test_slurm.py", "test_replication_workflow.py")
+# cluster and two runs of a study; a replicated study; every figure family drawn), and a second
+# worker would build them again. (The group is given here, not by an ``xdist_group`` mark:
+# under pytest 9.2 pytest-xdist 3.8 drops the marks' groups silently, pytest-xdist#1386.)
+ONE_WORKER = ("test_slurm.py", "test_replication_workflow.py", "test_figure_style.py")
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -161,8 +161,10 @@ def _figures():
 FRAMES = _figures()
 
 
-@pytest.fixture(params=sorted(FRAMES))
+@pytest.fixture(scope="module", params=sorted(FRAMES))
 def drawn(request):
+    """Each family's figure, drawn once for the module's tests (they only read it; the module
+    runs on one worker: tests/conftest.py ONE_WORKER)."""
     plots.style({})
     frames = FRAMES[request.param]
     fig = plots.get(request.param).draw(frames, {})
