@@ -41,10 +41,16 @@ loader.or_exit(results_lock.check, config, _files)
 
 
 # Local jobs start from a process that has imported torch and the package (bnstudy.forkserver;
-# BNSTUDY_FORKSERVER=0 turns it off): ended with the run.
+# BNSTUDY_FORKSERVER=0 turns it off), when the run has jobs enough to pay for it: ended with the
+# run.
 onstart:
     loader.or_exit(results_lock.claim, config, _files)
-    forkserver.start(workflow.local_exec, log_file("forkserver.log"))
+    forkserver.start(
+        workflow.local_exec,
+        log_file("forkserver.log"),
+        get_jobs_to_run(),
+        get_checkpoints_to_run(),
+    )
 
 
 onsuccess:

@@ -331,3 +331,25 @@ def test_a_job_does_not_wait_for_a_server_that_died_importing(own_server, tmp_pa
     assert (tmp_path / "star.npz").exists()
     assert time.monotonic() - t0 < forkserver.STARTUP_TIMEOUT / 2
     assert _served(own_server["log"]) == 0
+
+
+@pytest.mark.parametrize("jobs, checkpoints, worth", [
+    (None, False, True),  # not known: a server
+    (["prepare_data"], False, False),
+    (["prepare_data", "train", *["job_arguments"] * 5], False, False),  # 2 served
+    (["prepare_data", "train", "aggregate"], False, True),
+    (["replication_round"], True, True),  # later jobs not known yet
+])
+def test_a_server_starts_for_runs_with_jobs_enough_to_pay_for_it(jobs, checkpoints, worth):
+    assert forkserver.worth_starting(jobs, checkpoints) is worth
+
+
+def test_a_run_of_too_few_jobs_starts_no_server_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.delenv(forkserver.ADDRESS, raising=False)
+    monkeypatch.setattr(forkserver, "_server", None)
+    monkeypatch.setattr(forkserver, "_directory", None)
+    log = tmp_path / "logs" / "forkserver.log"
+    forkserver.start(True, str(log), ["train", "job_arguments"], False)
+    assert forkserver._server is None and forkserver.ADDRESS not in os.environ
+    assert "no fork server: 1 of the run's 2 jobs would be served, fewer than 3" in \
+        log.read_text()

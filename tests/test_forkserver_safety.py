@@ -134,7 +134,7 @@ def test_another_users_connection_is_closed_before_a_byte_is_read(server):
         os.chmod(server["path"], 0o600)
     got, _, after = out.partition(" after ")
     assert got == "b''" and float(after.rstrip("s")) < 3, out
-    _wait_for(server["log"], f"refused a job: a connection of user id {NOBODY}", 10)
+    _wait_for(server["log"], f"refused a job: a connection of user id {NOBODY}", 60)
     assert _help_job(server)[1]
 
 
@@ -177,7 +177,7 @@ def test_idle_and_trickling_connections_do_not_delay_a_served_job(server):
         stop.set()
         for s in idle:
             s.close()
-    _wait_for(server["log"], r"refused a job: no whole request within", 10)
+    _wait_for(server["log"], r"refused a job: no whole request within", 60)
 
 
 def _raw_request(path: str, header: bytes, body: bytes) -> bytes:
@@ -242,7 +242,7 @@ def _prepare(out: str) -> list[str]:
 def test_a_job_with_another_path_runs_in_its_own_process(server, tmp_path):
     env = {**server["env"], "PATH": f"{tmp_path}:{server['env']['PATH']}"}
     assert not _help_job(server, env)[1]
-    _wait_for(server["log"], "refused a job: its PATH is not the server's", 10)
+    _wait_for(server["log"], "refused a job: its PATH is not the server's", 60)
 
 
 def test_a_job_in_another_mount_namespace_runs_in_its_own_process(server):
@@ -254,7 +254,7 @@ def test_a_job_in_another_mount_namespace_runs_in_its_own_process(server):
                           env=server["env"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "usage" in proc.stdout, proc.stderr
     assert server["log"].read_text().count("--help (pid") == before
-    _wait_for(server["log"], "refused a job: its process is in another mnt namespace", 10)
+    _wait_for(server["log"], "refused a job: its process is in another mnt namespace", 60)
 
 
 TRAINING = {"lr": 0.05, "momentum": 0.9, "batch_size": 16, "steps": 60, "eval_every": 20,

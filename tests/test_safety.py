@@ -240,6 +240,9 @@ def test_the_default_profile_retries_a_failed_job(project, tmp_path, profile_ret
     assert (tmp_path / "failed_once").is_file()  # the job did fail once
     assert (proc.returncode == 0) == profile_retries, proc.stderr[-3000:]
     assert (project / results / "data" / "star2d.npz").is_file() == profile_retries
+    # one job to run: no fork server started for it (its imports would cost more than they save)
+    log = (project / results / "logs" / "forkserver.log").read_text()
+    assert "no fork server: 1 of the run's 1 jobs would be served" in log, log
 
 
 def test_a_deleted_intermediate_file_is_rebuilt_by_the_documented_commands(project):

@@ -74,6 +74,8 @@ REQUEST_DEADLINE = 5.0  # seconds from accept to the request's last byte
 REPLY_TIMEOUT = 5.0  # seconds a job waits to be taken before it runs in its own process
 GO_TIMEOUT = 10.0  # seconds a child waits for its job to confirm before it ends unrun
 STARTUP_TIMEOUT = 60.0  # seconds a job waits for a living server to finish its imports
+MIN_JOBS = 3  # served jobs from which a run starts a server (worth_starting)
+NOT_SERVED = ("job_arguments",)  # rules whose jobs are no `python -m bnstudy` (a script)
 # Imported by the server before it serves: what the jobs' verbs import (and bnstudy's modules);
 # torch._dynamo is what torch.optim's first step imports (1.3 CPU-s; benchmarks/bench_sgd.py).
 PRELOAD = ("numpy", "torch", "torch._dynamo", "pandas", "pyarrow.parquet", "scipy.stats",
@@ -111,14 +113,35 @@ def private_directory() -> str | None:
     return None
 
 
-def start(local: bool, log: str) -> None:
-    """Start the server for this Snakemake process's local jobs (nothing for a cluster's or when
-    switched off); the server logs to ``log``."""
+def worth_starting(jobs: list[str] | None, checkpoints: bool = False) -> bool:
+    """Whether a run whose jobs to run are the rules ``jobs`` (None: not known) gains from a
+    server: its imports (about 8 CPU-s) pay for themselves from :data:`MIN_JOBS` served jobs
+    on (a job in its own process spends 1-6 CPU-s on the same imports), or when the run has
+    checkpoints (their later jobs are not known yet). The rules in :data:`NOT_SERVED` run no
+    ``python -m bnstudy`` and do not count."""
+    if jobs is None or checkpoints:
+        return True
+    return sum(1 for rule in jobs if rule not in NOT_SERVED) >= MIN_JOBS
+
+
+def start(local: bool, log: str, jobs: list[str] | None = None,
+          checkpoints: bool = False) -> None:
+    """Start the server for this Snakemake process's local jobs (nothing for a cluster's, when
+    switched off, or for a run of fewer jobs than it pays for: :func:`worth_starting`, with
+    the rules of the jobs to run, when known); the server logs to ``log``."""
     global _server, _directory
     if _server is not None:
         return
     os.environ.pop(ADDRESS, None)  # this run's server or none (not one this process inherited)
     if not local or not enabled():
+        return
+    if not worth_starting(jobs, checkpoints):
+        os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
+        served = sum(1 for rule in jobs if rule not in NOT_SERVED)
+        with open(log, "a") as out:
+            print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} no fork server: {served} of the run's "
+                  f"{len(jobs)} jobs would be served, fewer than {MIN_JOBS}; each runs in its "
+                  "own process", file=out)
         return
     import secrets
 
