@@ -20,6 +20,7 @@ compares them). A job that starts while the server is still importing waits for 
 seconds on the same imports, on a core the server needs). A job that no server takes runs in its
 own process as before: none running (``snakemake -n``, a job run by hand), none ready in time or
 one that ended while importing, no reply within :data:`REPLY_TIMEOUT` seconds, or a refusal.
+A run with fewer jobs to serve than :data:`MIN_JOBS` starts no server (:func:`worth_starting`).
 
 Safety (``tests/test_forkserver_safety.py``):
 
