@@ -214,6 +214,8 @@ def wait_until_listening(path: str, timeout: float = STARTUP_TIMEOUT) -> bool:
     ``timeout`` seconds, and not once that process has ended."""
     deadline = time.monotonic() + timeout
     while not os.path.exists(path):
+        if not os.path.isabs(path):  # start() gives an absolute path; nothing to wait for
+            return False
         try:
             with open(os.path.join(os.path.dirname(path), PIDFILE)) as f:
                 pid = int(f.read())
