@@ -45,12 +45,7 @@ loader.or_exit(results_lock.check, config, _files)
 # run.
 onstart:
     loader.or_exit(results_lock.claim, config, _files)
-    forkserver.start(
-        workflow.local_exec,
-        log_file("forkserver.log"),
-        get_jobs_to_run(),
-        get_checkpoints_to_run(),
-    )
+    forkserver.start(workflow.local_exec, log_file("forkserver.log"), *get_jobs_to_run())
 
 
 onsuccess:

@@ -154,6 +154,14 @@ def test_the_switch_turns_the_server_off(tmp_path):
     assert out.stdout.split() == ["True", "False"], out.stderr
 
 
+def _set_aside(monkeypatch) -> None:
+    """This worker's module server (the fixture's) set aside for the test, not stopped: the
+    test's own forkserver.start() starts another."""
+    monkeypatch.delenv(forkserver.ADDRESS, raising=False)
+    monkeypatch.setattr(forkserver, "_server", None)
+    monkeypatch.setattr(forkserver, "_directory", None)
+
+
 def _sigint_default() -> None:
     """The job's SIGINT not ignored, whatever this test process has: a shell's background job
     (``pytest ... &``) ignores SIGINT, and a process started so keeps ignoring it, served or not
@@ -202,10 +210,7 @@ def test_a_job_s_child_takes_the_job_s_signal_dispositions_not_the_server_s(star
     Ctrl-C handed on to a served job's child was lost and the job never ended. The child now
     takes the job's own dispositions (the kernel's ``SigIgn`` of the job's process)."""
     log = tmp_path / "forkserver.log"
-    monkeypatch.delenv(forkserver.ADDRESS, raising=False)
-    # a server of its own: this worker's module server (the fixture's) is set aside, not stopped
-    monkeypatch.setattr(forkserver, "_server", None)
-    monkeypatch.setattr(forkserver, "_directory", None)
+    _set_aside(monkeypatch)  # a server of its own
     old = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         forkserver.start(True, str(log))  # the server inherits the ignored SIGINT
@@ -292,9 +297,7 @@ HELP = [sys.executable, "-m", "bnstudy", "--help"]  # a job that imports nothing
 @pytest.fixture
 def own_server(tmp_path, monkeypatch):
     """A server of this test's own, started now (the module's is set aside, not stopped)."""
-    monkeypatch.delenv(forkserver.ADDRESS, raising=False)
-    monkeypatch.setattr(forkserver, "_server", None)
-    monkeypatch.setattr(forkserver, "_directory", None)
+    _set_aside(monkeypatch)
     log = tmp_path / "forkserver.log"
     forkserver.start(True, str(log))
     try:
@@ -341,9 +344,7 @@ def test_a_server_starts_for_runs_with_jobs_enough_to_pay_for_it(jobs, checkpoin
 
 
 def test_a_run_of_too_few_jobs_starts_no_server_and_says_so(tmp_path, monkeypatch):
-    monkeypatch.delenv(forkserver.ADDRESS, raising=False)
-    monkeypatch.setattr(forkserver, "_server", None)
-    monkeypatch.setattr(forkserver, "_directory", None)
+    _set_aside(monkeypatch)
     log = tmp_path / "logs" / "forkserver.log"
     forkserver.start(True, str(log), ["train", "job_arguments"], False)
     assert forkserver._server is None and forkserver.ADDRESS not in os.environ

@@ -56,19 +56,15 @@ def get_results(wildcards):
 
 
 # The run's jobs, read when it starts (the Snakefile's onstart: whether a fork server pays off,
-# bnstudy.forkserver.worth_starting); None where this Snakemake keeps its DAG elsewhere.
+# bnstudy.forkserver.worth_starting): the rules of the jobs to run and whether one of them is a
+# checkpoint; (None, True) where this Snakemake keeps its DAG elsewhere.
 def get_jobs_to_run():
     dag = getattr(workflow, "dag", None)
     if dag is None or not hasattr(dag, "needrun_jobs"):
-        return None
-    return [job.rule.name for job in dag.needrun_jobs()]
-
-
-def get_checkpoints_to_run():
-    dag = getattr(workflow, "dag", None)
-    if dag is None or not hasattr(dag, "needrun_jobs"):
-        return True
-    return any(getattr(job, "is_checkpoint", True) for job in dag.needrun_jobs())
+        return None, True
+    jobs = list(dag.needrun_jobs())
+    checkpoints = any(getattr(job, "is_checkpoint", True) for job in jobs)
+    return [job.rule.name for job in jobs], checkpoints
 
 
 # A job's cluster request, estimated from the study (bnstudy.planning.job_resources; the config's

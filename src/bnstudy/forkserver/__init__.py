@@ -120,9 +120,12 @@ def worth_starting(jobs: list[str] | None, checkpoints: bool = False) -> bool:
     on (a job in its own process spends 1-6 CPU-s on the same imports), or when the run has
     checkpoints (their later jobs are not known yet). The rules in :data:`NOT_SERVED` run no
     ``python -m bnstudy`` and do not count."""
-    if jobs is None or checkpoints:
-        return True
-    return sum(1 for rule in jobs if rule not in NOT_SERVED) >= MIN_JOBS
+    return jobs is None or checkpoints or _served(jobs) >= MIN_JOBS
+
+
+def _served(jobs: list[str]) -> int:
+    """How many of the jobs of rules ``jobs`` a server would run."""
+    return sum(1 for rule in jobs if rule not in NOT_SERVED)
 
 
 def start(local: bool, log: str, jobs: list[str] | None = None,
@@ -138,11 +141,10 @@ def start(local: bool, log: str, jobs: list[str] | None = None,
         return
     if not worth_starting(jobs, checkpoints):
         os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
-        served = sum(1 for rule in jobs if rule not in NOT_SERVED)
         with open(log, "a") as out:
-            print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} no fork server: {served} of the run's "
-                  f"{len(jobs)} jobs would be served, fewer than {MIN_JOBS}; each runs in its "
-                  "own process", file=out)
+            print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} no fork server: {_served(jobs)} of the "
+                  f"run's {len(jobs)} jobs would be served, fewer than {MIN_JOBS}; each runs in "
+                  "its own process", file=out)
         return
     import secrets
 
@@ -194,33 +196,30 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
 
 
 def _alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (not gone, not a zombie its parent has yet to reap)."""
+    """Whether process ``pid`` runs (not gone, not a zombie its parent has yet to reap; the
+    server reads /proc too: bnstudy.forkserver.context)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:  # gone, or no /proc: ask the kernel
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+    except OSError:  # gone
+        return False
 
 
 def wait_until_listening(path: str, timeout: float = STARTUP_TIMEOUT) -> bool:
     """Whether the server's socket ``path`` exists, waiting while the server that
     :func:`start` started (its pid file beside the socket) is still importing: at most
     ``timeout`` seconds, and not once that process has ended."""
+    if os.path.exists(path):
+        return True
+    if not os.path.isabs(path):  # start() gives an absolute path; nothing to wait for
+        return False
+    try:
+        with open(os.path.join(os.path.dirname(path), PIDFILE)) as f:
+            pid = int(f.read())
+    except (OSError, ValueError):  # no server started there
+        return False
     deadline = time.monotonic() + timeout
     while not os.path.exists(path):
-        if not os.path.isabs(path):  # start() gives an absolute path; nothing to wait for
-            return False
-        try:
-            with open(os.path.join(os.path.dirname(path), PIDFILE)) as f:
-                pid = int(f.read())
-        except (OSError, ValueError):  # no server started there
-            return False
         if not _alive(pid) or time.monotonic() >= deadline:
             return False
         time.sleep(0.05)

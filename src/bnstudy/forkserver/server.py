@@ -70,10 +70,11 @@ class Server:
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         # bound and listening under another name, then renamed: a job that sees the socket
         # (forkserver.wait_until_listening) can connect to it
-        self.listener.bind(self.path + ".new")
-        os.chmod(self.path + ".new", 0o600)
+        staged = self.path + ".new"
+        self.listener.bind(staged)
+        os.chmod(staged, 0o600)
         self.listener.listen(128)
-        os.rename(self.path + ".new", self.path)
+        os.rename(staged, self.path)
         self.listener.setblocking(False)
         self.wake_r, self.wake_w = os.pipe()
         for fd in (self.wake_r, self.wake_w):
