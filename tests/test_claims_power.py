@@ -121,6 +121,34 @@ def test_holm_adjusted_verdicts():
     assert np.isnan(with_check["p_adjusted"].iloc[4])
 
 
+@pytest.mark.parametrize("ps", [[0.001, 0.02, 0.03, 0.04], [0.5], [0.04, 0.01, 0.04, 0.3, 0.01],
+                                [0.9, 0.8, 0.7, 1.0, 0.0], np.random.default_rng(0).uniform(
+                                    0, 0.2, 37).tolist()], ids=["steps", "one", "ties",
+                                                                "capped", "random"])
+def test_holm_is_statsmodels_holm_bit_for_bit(ps):
+    """Holm's adjustment (multiplicity.holm) against the reference implementation,
+    statsmodels' multipletests: the same values to the last bit, ties and the cap at 1 too."""
+    from statsmodels.stats.multitest import multipletests
+
+    got = multiplicity.holm(ps)
+    want = multipletests(ps, alpha=0.05, method="holm")[1]
+    assert got.tobytes() == want.tobytes(), (got, want)
+
+
+def test_a_ledger_adjustment_runs_no_full_garbage_collection(monkeypatch):
+    """statsmodels' multipletests calls gc.collect() on every call: a full collection, a fifth
+    of a second in a process holding torch, on every ledger (each claims job, replication round
+    and ledger a test computes). The adjustment calls none."""
+    import gc
+
+    calls = []
+    monkeypatch.setattr(gc, "collect", lambda *a, **k: calls.append(a) or 0)
+    out = multiplicity.adjust(_ledger([0.001, 0.02, 0.03, 0.04]), LEVEL,
+                              {f"c{i}": ("more", 0.0) for i in range(4)})
+    assert out["p_adjusted"].notna().all()
+    assert calls == []
+
+
 def test_the_ledger_carries_adjusted_verdicts():
     ledger = claims.evaluate({"smoothness": _smoothness([1.0, 1.5, 0.9, 1.3],
                                                         [2.0, 1.8, 2.6, 2.1])})
