@@ -103,6 +103,14 @@ def test_a_served_job_writes_bitwise_what_its_own_process_writes(server, star_fi
         io.read_provenance(alone / "history.parquet")["config_hash"]
 
 
+def test_what_the_server_imported_is_frozen_out_of_the_childrens_collections(server):
+    """After its imports the server moves its heap into the collector's permanent generation
+    (gc.freeze): a child's collections neither walk those objects nor write to (and so copy)
+    the pages the fork shared. Without it the tiny study's served jobs took about 15% more CPU."""
+    m = _wait_for(server["log"], r"preloaded: (\d+) objects frozen")
+    assert int(m.group(1)) > 100_000, m.group(0)  # torch, pandas, matplotlib, the package
+
+
 def test_exit_status_streams_and_working_directory_are_the_jobs(server, tmp_path):
     before = _served(server["log"])
     bad = subprocess.run([sys.executable, "-m", "bnstudy", "train", "--threads", "x"],

@@ -9,6 +9,7 @@ its job.
 from __future__ import annotations
 
 import contextlib
+import gc
 import hmac
 import os
 import selectors
@@ -56,6 +57,18 @@ def _preload() -> None:
                 importlib.import_module(mod.name)
             except Exception as e:  # noqa: BLE001
                 log(f"preload {mod.name}: {type(e).__name__}: {e}")
+
+
+def _freeze() -> int:
+    """Move everything the imports made into the garbage collector's permanent generation; the
+    count of objects frozen. A child's collections then pass over the preloaded heap (torch,
+    pandas, matplotlib: some 400,000 objects) instead of walking it, and of writing to every
+    page of it, which the fork shared and each such write copies (the purpose of
+    ``gc.freeze``, a pre-fork server's): in the tiny study about 15% of its served jobs' CPU
+    time (53.5 -> 45.7 CPU-s, the means of three runs each, alternated)."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
 
 
 class Server:
@@ -233,6 +246,7 @@ def serve(directory: str, parent: int) -> None:
     """Import, then serve jobs until the parent (Snakemake) is gone or sends SIGTERM."""
     token = os.environ.pop(TOKEN)
     _preload()
+    log(f"preloaded: {_freeze()} objects frozen out of the children's garbage collections")
     server = Server(directory, token)
     signal.set_wakeup_fd(server.wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
