@@ -16,10 +16,12 @@ under test (results in ``<copy>/results``): a plain ``snakemake`` there runs it,
 from __future__ import annotations
 
 import ast
+import compileall
 import contextlib
 import fcntl
 import json
 import os
+import py_compile
 import re
 import shutil
 import subprocess
@@ -107,7 +109,13 @@ def locked(path: Path):
 def snapshot(tmp_path_factory) -> Path:
     """One copy of the working tree per test session (shared by its pytest-xdist workers):
     every project of the session is copied from it, so that runs compared with each other ran
-    the same code even while the tree is being edited."""
+    the same code even while the tree is being edited.
+
+    Its package is compiled once, to bytecode checked against each module's source hash, and
+    the projects copied from it keep that bytecode: otherwise every process of every copy (each
+    Snakemake start, cluster job and job outside the fork server: hundreds in a session)
+    compiles the modules it imports again, and writes nothing where ``PYTHONDONTWRITEBYTECODE``
+    is set. A module a test edits no longer matches its hash, so Python compiles the edit."""
     if not _SNAPSHOT:
         root = shared_dir(tmp_path_factory)
         path, done = root / "snapshot", root / "snapshot.done"
@@ -115,6 +123,8 @@ def snapshot(tmp_path_factory) -> Path:
             if not done.exists():
                 shutil.rmtree(path, ignore_errors=True)
                 _copy_tree(REPO, path)
+                compileall.compile_dir(path / "src", quiet=1, workers=1,
+                                       invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
                 done.touch()
         _SNAPSHOT["path"] = path
     return _SNAPSHOT["path"]
@@ -122,7 +132,9 @@ def snapshot(tmp_path_factory) -> Path:
 
 def _copy_tree(source: Path, dst: Path) -> Path:
     dst.mkdir(parents=True, exist_ok=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc", "results")
+    # the snapshot's bytecode is hash-checked (above); the working tree's may be anything
+    compiled = () if source == _SNAPSHOT.get("path") else ("__pycache__", "*.pyc")
+    ignore = shutil.ignore_patterns(*compiled, "*.egg-info", "results")
     for name in COPIED:
         src = source / name
         if src.is_symlink():
