@@ -133,8 +133,8 @@ def snapshot(tmp_path_factory) -> Path:
 def _copy_tree(source: Path, dst: Path) -> Path:
     dst.mkdir(parents=True, exist_ok=True)
     # the snapshot's bytecode is hash-checked (above); the working tree's may be anything
-    compiled = () if source == _SNAPSHOT.get("path") else ("__pycache__", "*.pyc")
-    ignore = shutil.ignore_patterns(*compiled, "*.egg-info", "results")
+    bytecode = () if source == _SNAPSHOT.get("path") else ("__pycache__", "*.pyc")
+    ignore = shutil.ignore_patterns(*bytecode, "*.egg-info", "results")
     for name in COPIED:
         src = source / name
         if src.is_symlink():

@@ -136,9 +136,9 @@ def test_holm_is_statsmodels_holm_bit_for_bit(ps):
 
 
 def test_a_ledger_adjustment_runs_no_full_garbage_collection(monkeypatch):
-    """statsmodels' multipletests calls gc.collect() on every call: a full collection, a fifth
-    of a second in a process holding torch, on every ledger (each claims job, replication round
-    and ledger a test computes). The adjustment calls none."""
+    """statsmodels' multipletests calls gc.collect() on every call: a full collection, 0.13 s
+    in a process holding torch, on every ledger (each claims job, replication round and ledger
+    a test computes). The adjustment calls none."""
     import gc
 
     calls = []

@@ -92,11 +92,12 @@ def local_run(tmp_path_factory, plan):
     source = harness.snapshot(tmp_path_factory)
     project = harness.copy_project(tmp_path_factory.mktemp("local_slurm") / "project",
                                    source=source, config=_config(source))
-    tables = [f"results/tables/{Path(t).name}" for t in plan.all_tables()]
+    local = _final(plan, "results")  # the copy's results, as its jobs name them
+    tables = [*local.all_tables(), local.res("tables", "claims.parquet")]
     log = project / "snakemake.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", *tables,
-                                 "results/tables/claims.parquet"], cwd=project,
+        proc = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", *tables],
+                                cwd=project,
                                 env=harness.env(project), stdout=out, stderr=subprocess.STDOUT)
     run = {"project": project, "results": project / "results", "proc": proc, "log": log,
            "t0": time.perf_counter()}

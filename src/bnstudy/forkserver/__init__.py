@@ -139,22 +139,15 @@ def start(local: bool, log: str, jobs: list[str] | None = None,
     os.environ.pop(ADDRESS, None)  # this run's server or none (not one this process inherited)
     if not local or not enabled():
         return
+    os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
     if not worth_starting(jobs, checkpoints):
-        os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
-        with open(log, "a") as out:
-            print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} no fork server: {_served(jobs)} of the "
-                  f"run's {len(jobs)} jobs would be served, fewer than {MIN_JOBS}; each runs in "
-                  "its own process", file=out)
-        return
+        return _no_server(log, f"{_served(jobs)} of the run's {len(jobs)} jobs would be served, "
+                               f"fewer than {MIN_JOBS}")
     import secrets
 
     directory = private_directory()
-    os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
     if directory is None:
-        with open(log, "a") as out:
-            print("no fork server: no private directory for its socket; every job runs in "
-                  "its own process", file=out)
-        return
+        return _no_server(log, "no private directory for its socket")
     token = secrets.token_hex(16)
     with open(log, "ab") as out:
         # a session of its own: a Ctrl-C in the terminal reaches the jobs, which forward it
@@ -166,6 +159,12 @@ def start(local: bool, log: str, jobs: list[str] | None = None,
         f.write(str(_server.pid))
     _directory = directory
     os.environ[ADDRESS] = f"{os.path.join(directory, SOCKET)}:{token}"
+
+
+def _no_server(log: str, why: str) -> None:
+    with open(log, "a") as out:
+        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} no fork server: {why}; each job runs in its "
+              "own process", file=out)
 
 
 def stop() -> None:
