@@ -9,6 +9,7 @@ from scipy import stats
 from statsmodels.stats.power import TTestPower
 
 from bnstudy.claims import sequential as sq
+from bnstudy.claims import simulation as mc
 from bnstudy.claims import skew
 from bnstudy.claims.rules import RULES, paired_effect, verdict
 
@@ -123,29 +124,29 @@ def test_looking_every_round_at_a_fixed_level_inflates_the_error():
 @pytest.mark.parametrize("rule", RULES)
 @pytest.mark.parametrize("side", [1, -1])
 def test_wrong_decisive_rate_at_the_margin_is_at_most_alpha(rule, spending, side):
-    effect = sq.boundary(rule, MARGIN) if rule != "equivalent" else side * MARGIN
-    r = sq.simulate(rule, effect, 1.0, ROUNDS, MARGIN, 0.95, spending, REPS, seed=11)
+    effect = mc.boundary(rule, MARGIN) if rule != "equivalent" else side * MARGIN
+    r = mc.simulate(rule, effect, 1.0, ROUNDS, MARGIN, 0.95, spending, REPS, seed=11)
     assert r["decisive"] <= 0.05 + MC_TOL, r
     assert r["stop_at"].sum() == pytest.approx(r["decisive"])
 
 
 def test_real_effect_decides_with_fewer_seeds_than_a_fixed_design_of_equal_power():
     effect, sd = -1.0, 1.0  # "less" with a true effect of one standard deviation
-    r = sq.simulate("less", effect, sd, ROUNDS, 0.0, 0.95, "equal", REPS, seed=5)
+    r = mc.simulate("less", effect, sd, ROUNDS, 0.0, 0.95, "equal", REPS, seed=5)
     power = r["supported"]
     assert power > 0.95
     # the fixed design: one look at level 0.95, i.e. one-sided t at alpha/2, at the same power
     n_fixed = math.ceil(TTestPower().solve_power(effect_size=abs(effect) / sd, alpha=0.025,
                                                  power=power, alternative="larger"))
-    fixed = sq.simulate("less", effect, sd, [n_fixed], 0.0, 0.95, "equal", REPS, seed=6)
+    fixed = mc.simulate("less", effect, sd, [n_fixed], 0.0, 0.95, "equal", REPS, seed=6)
     assert fixed["supported"] >= power - 3 * math.sqrt(power * (1 - power) / REPS)
     # (0.85 with the plain Student-t interval; its skew-corrected hull is a little wider)
     assert r["expected_seeds"] < 0.9 * n_fixed, (r["expected_seeds"], n_fixed)
 
 
 def test_simulation_is_deterministic():
-    a = sq.simulate("more", 0.5, 1.0, ROUNDS, reps=1000, seed=9)
-    b = sq.simulate("more", 0.5, 1.0, ROUNDS, reps=1000, seed=9)
+    a = mc.simulate("more", 0.5, 1.0, ROUNDS, reps=1000, seed=9)
+    b = mc.simulate("more", 0.5, 1.0, ROUNDS, reps=1000, seed=9)
     assert a["expected_seeds"] == b["expected_seeds"] and a["supported"] == b["supported"]
 
 

@@ -8,6 +8,7 @@ from scipy import stats
 
 from bnstudy.claims import ledger, multiplicity, pairing, power, skew
 from bnstudy.claims import sequential as sq
+from bnstudy.claims import simulation as mc
 
 SHIPPED = ([3, 6, 12, 24], [3, 6, 12], [3, 6], [5, 10], [3, 6, 12, 24, 48])
 REPS = 4000  # a 5% rate has Monte Carlo standard error 0.0034
@@ -25,9 +26,9 @@ def _decide_loop(rule, x, rounds, margin):
 @pytest.mark.parametrize("dist", ["lognormal", "-exponential"])
 def test_simulate_is_decide_stopped_at_the_first_decisive_look(dist):
     rounds, reps, seed = [3, 6, 12, 24], 150, 4
-    x = 0.4 * sq.draw(dist, np.random.default_rng(seed), (reps, rounds[-1]))
+    x = 0.4 * mc.draw(dist, np.random.default_rng(seed), (reps, rounds[-1]))
     got = [_decide_loop("less", row, rounds, 0.0) for row in x]
-    sim = sq.simulate("less", 0.0, 0.4, rounds, reps=reps, seed=seed, dist=dist)
+    sim = mc.simulate("less", 0.0, 0.4, rounds, reps=reps, seed=seed, dist=dist)
     assert np.mean([v == "supported" for v in got]) == pytest.approx(sim["supported"])
     assert np.mean([v == "not supported" for v in got]) == pytest.approx(sim["not_supported"])
 
@@ -40,13 +41,13 @@ def test_wrong_decisive_verdicts_at_the_boundary_stay_bounded(rounds, dist, boun
     """The old rule (Student-t, alpha / K per look) gave 13-14.5% on exponential and 22% on
     lognormal differences at [3, 6, 12, 24]; the issue asks <= 6% normal, <= 10% exponential."""
     for rule, margin in (("less", 0.0), ("no_less", 0.3)):
-        r = sq.simulate(rule, sq.boundary(rule, margin), 1.0, rounds, margin, reps=REPS,
+        r = mc.simulate(rule, mc.boundary(rule, margin), 1.0, rounds, margin, reps=REPS,
                         seed=21, dist=dist)
         assert r["decisive"] <= bound, (rule, r)
 
 
 def test_normal_differences_stay_at_or_below_alpha():
-    r = sq.simulate("more", 0.0, 1.0, [3, 6, 12, 24], reps=20_000, seed=22)
+    r = mc.simulate("more", 0.0, 1.0, [3, 6, 12, 24], reps=20_000, seed=22)
     assert r["decisive"] <= 0.05
 
 
@@ -54,20 +55,20 @@ def test_the_old_student_t_interval_fails_where_the_new_one_holds():
     """The Student-t interval alone (the old rule) at the same looks: skewed differences break
     it, which is what the skewness correction is for."""
     rounds = [3, 6, 12, 24]
-    x = sq.draw("exponential", np.random.default_rng(23), (REPS, rounds[-1]))
+    x = mc.draw("exponential", np.random.default_rng(23), (REPS, rounds[-1]))
     alphas, open_, wrong = sq.look_alphas(rounds, 0.95, "equal"), np.ones(REPS, bool), 0
     for n, a in zip(rounds, alphas, strict=True):
         m, s = x[:, :n].mean(1), x[:, :n].std(1, ddof=1)
         hit = open_ & (np.abs(m) > stats.t.ppf(1 - a / 2, n - 1) * s / np.sqrt(n))
         wrong, open_ = wrong + hit.sum(), open_ & ~hit
     assert wrong / REPS > 0.12
-    new = sq.simulate("less", 0.0, 1.0, rounds, reps=REPS, seed=23, dist="exponential")
+    new = mc.simulate("less", 0.0, 1.0, rounds, reps=REPS, seed=23, dist="exponential")
     assert new["decisive"] < 0.07
 
 
 def test_a_real_effect_is_still_found():
     """d_z = 1.5 at [3, 6, 12]: 98% with the old rule, 98.5% with the new one."""
-    assert sq.simulate("more", 1.5, 1.0, [3, 6, 12], reps=REPS, seed=24)["supported"] > 0.96
+    assert mc.simulate("more", 1.5, 1.0, [3, 6, 12], reps=REPS, seed=24)["supported"] > 0.96
 
 
 def test_hall_transform_is_monotone_and_inverted():
