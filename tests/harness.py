@@ -31,6 +31,7 @@ from collections import Counter
 from pathlib import Path
 
 import pandas as pd
+import warm_snakemake
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -175,11 +176,18 @@ def env(project: Path, extra_path: Path | None = None, extra_env: dict | None = 
 
 
 def snakemake(project: Path, *args: str, timeout: float = 900, extra_path=None,
-              extra_env=None, check: bool = True) -> subprocess.CompletedProcess:
-    """Run Snakemake in ``project``; raise with its output on failure when ``check``."""
-    cmd = [sys.executable, "-m", "snakemake", *args]
-    proc = subprocess.run(cmd, cwd=project, env=env(project, extra_path, extra_env),
-                          capture_output=True, text=True, timeout=timeout)
+              extra_env=None, check: bool = True, fresh: bool = False
+              ) -> subprocess.CompletedProcess:
+    """Run Snakemake in ``project``; raise with its output on failure when ``check``. It runs
+    warm (:mod:`warm_snakemake`: forked from a process that has imported Snakemake), or, with
+    ``fresh``, as a new ``python -m snakemake`` process (for a test of the interpreter's own
+    start-up: a ``sitecustomize``, environment variables read at import)."""
+    run_env = env(project, extra_path, extra_env)
+    if not fresh:
+        proc = warm_snakemake.run(list(args), project, run_env, timeout)
+    else:
+        proc = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=project,
+                              env=run_env, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n"
                              f"{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}")
