@@ -19,6 +19,7 @@ import ast
 import compileall
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import py_compile
@@ -345,18 +346,29 @@ def imported_modules(entries, src: Path) -> set[str]:
         if rel in seen or rel is None:
             continue
         seen.add(rel)
-        here = list(Path(rel).parent.parts)
-        for node in ast.walk(ast.parse((src / rel).read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level:
-                base = [*here[: len(here) - node.level + 1],
-                        *filter(None, (node.module or "").split("."))]
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bnstudy"):
-                base = node.module.split(".")[1:]
-            elif isinstance(node, ast.Import):
-                todo.extend(resolve(a.name.split(".")[1:]) for a in node.names
-                            if a.name.split(".")[0] == "bnstudy")
-                continue
-            else:
-                continue
-            todo.extend(resolve([*base, a.name]) or resolve(base) for a in node.names)
+        for name, base in _package_imports(rel, (src / rel).read_bytes()):
+            todo.append(resolve(name) if base is None else resolve(name) or resolve(base))
     return seen
+
+
+@functools.lru_cache(maxsize=4096)
+def _package_imports(rel: str, text: bytes) -> tuple:
+    """What module ``rel`` of the package, whose source is ``text``, imports from the package:
+    ``(parts, None)`` for ``import bnstudy.<parts>``, ``(base + [name], base)`` for ``from
+    <base> import name`` (a module, else a name in ``base``). Parsed once per source: a test
+    that edits a module gets its new imports."""
+    here, out = list(Path(rel).parent.parts), []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = [*here[: len(here) - node.level + 1],
+                    *filter(None, (node.module or "").split("."))]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bnstudy"):
+            base = node.module.split(".")[1:]
+        elif isinstance(node, ast.Import):
+            out.extend((tuple(a.name.split(".")[1:]), None) for a in node.names
+                       if a.name.split(".")[0] == "bnstudy")
+            continue
+        else:
+            continue
+        out.extend(((*base, a.name), tuple(base)) for a in node.names)
+    return tuple(out)

@@ -37,6 +37,12 @@ def _paper_plan(name: str) -> Plan:
     return Plan(study.check(study.load([str(STUDIES / name)]), local=False))
 
 
+@cache
+def _paper_block(name: str) -> str:
+    """The cost block the code computes for paper config ``name`` (once per test process)."""
+    return study_cost.block(_paper_plan(name))
+
+
 def _shipped_block(text: str) -> str:
     lines = text.splitlines(keepends=True)
     bare = [line.rstrip("\n") for line in lines]
@@ -49,7 +55,7 @@ def test_each_paper_configs_cost_block_is_what_the_code_computes_now(name):
     text = (STUDIES / name).read_text(encoding="utf-8")
     assert study_cost.BEGIN in text, f"{name} has no cost block"
     rerun = f"python -m bnstudy check --cluster --cost-header config/studies/{name}"
-    assert _shipped_block(text) == study_cost.block(_paper_plan(name)), (
+    assert _shipped_block(text) == _paper_block(name), (
         f"the cost block of config/studies/{name} is stale; rerun: {rerun}")
 
 
@@ -59,7 +65,7 @@ def test_the_block_states_the_requested_totals_check_cluster_prints(name, capsys
     out = capsys.readouterr().out
     gpu, cpu = re.search(r"requested in all: ([\d.]+) GPU-hours, ([\d.]+) CPU-hours",
                          out).groups()
-    block = " ".join(study_cost.block(_paper_plan(name)).replace("#", " ").split())
+    block = " ".join(_paper_block(name).replace("#", " ").split())
     assert f"requests {gpu} GPU-hours and {cpu} CPU-hours in all" in block, block
     assert f"{resources.GPU_FLOPS / 1e12:g} TFLOP/s float32" in block  # the throughput assumed
 
@@ -68,7 +74,7 @@ def test_the_block_states_the_requested_totals_check_cluster_prints(name, capsys
 def test_the_readme_states_each_blocks_total(name):
     """studies/README.md's table of studies quotes each paper config's estimated GPU-hours and its
     requests: the numbers the block (checked above against the code) states."""
-    block = " ".join(study_cost.block(_paper_plan(name)).replace("#", " ").split())
+    block = " ".join(_paper_block(name).replace("#", " ").split())
     total = re.search(r" total +\d+ +[\d.]+ +([\d.]+) ", block).group(1)
     gpu = re.search(r"requests ([\d.]+) GPU-hours", block).group(1)
     study_name = name.removesuffix("_paper.yaml")
