@@ -83,6 +83,19 @@ def test_every_input_of_a_value_is_in_its_key(monkeypatch):
     assert keyed_cache.key("k", {"a": 1}) != base
 
 
+def test_a_reordered_config_is_checked_into_its_own_order(tmp_path, cache):
+    """The checked config keeps the file's order (the experiments' order is the order of each
+    figure job's outputs, a param): a config whose experiments are reordered is another key,
+    not the stored config of the old order (which would give one file two plans, by whether
+    the cache holds the other order)."""
+    cfg = _tiny(tmp_path)
+    first = study.check_cached(json.loads(json.dumps(cfg)))
+    cfg["experiments"] = dict(reversed(list(cfg["experiments"].items())))
+    again = study.check_cached(json.loads(json.dumps(cfg)))
+    assert list(again["experiments"]) == list(cfg["experiments"]) != list(first["experiments"])
+    assert keyed_cache.key("k", {"a": 1, "b": 2}) != keyed_cache.key("k", {"b": 2, "a": 1})
+
+
 def test_the_package_hash_follows_every_file(tmp_path):
     root = tmp_path / "pkg"
     (root / "sub" / "__pycache__").mkdir(parents=True)

@@ -87,11 +87,13 @@ def key(kind: str, payload, *, package: bool = True) -> str:
     """The key of a value of ``kind`` computed from ``payload`` (anything JSON can write; other
     objects by their ``repr``) by this package under this torch and Python. ``package=False``
     leaves the package's files out: for a value whose ``payload`` names all it derives from
-    (the import graph: each module's digest and the parser's own)."""
+    (the import graph: each module's digest and the parser's own). The mappings' order is part
+    of the key, as it is of a value computed from them (a config's experiments, in its file's
+    order)."""
     text = json.dumps({"kind": kind, "payload": payload,
                        "package": package_hash() if package else None,
                        "torch": torch_version(), "python": sys.version, "version": VERSION},
-                      sort_keys=True, default=repr)
+                      default=repr)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
