@@ -104,6 +104,23 @@ def test_every_figure_family_drawn_has_figures(default):
     assert set(default.all_figures()) <= set(default.final_outputs())
 
 
+def test_plots_families_choose_the_figures_and_stay_out_of_their_jobs_params(default):
+    """``plots.families`` draws those families only (of the ones the study has tables for);
+    the figure jobs' options (their param) are the other plot settings, so that choosing
+    families redraws no figure."""
+    every = list(default.figures)
+    chosen = [every[0], every[-1], "teacher_student_batch_size"]  # the last: no tables here
+    cfg = json.loads(json.dumps(default.config))
+    cfg["plots"] = {**cfg.get("plots", {}), "families": chosen}
+    some = plan.Plan(cfg)
+    assert list(some.figures) == [every[0], every[-1]]
+    assert sorted(some.all_figures()) == sorted(
+        p for n in (every[0], every[-1]) for p in default.figure_outputs(n).values())
+    assert some.plot_options() == default.plot_options()
+    assert "families" not in json.loads(some.plot_options())
+    assert json.loads(default.plot_options()) == default.config.get("plots", {})
+
+
 def test_results_path_is_normalised():
     cfg = study.check(study.load([ROOT / "config/config.yaml"]), local=False)
     cfg = {**cfg, "results": "out//x/"}

@@ -262,6 +262,17 @@ def test_changing_plot_or_report_settings_reruns_only_figures_and_report(project
 
 
 @pytest.mark.workflow
+def test_choosing_figure_families_redraws_no_figure(project, plan):
+    """``plots.families`` in a finished study: only the report is made again (its argument
+    file lists the figures); the chosen families' figures are up to date, the others are not
+    drawn."""
+    cfg = tiny_config(project, results="results")
+    cfg["plots"]["families"] = list(plan.figures)[:2]
+    counts = job_counts(_config_jobs(project, "families", cfg))
+    assert counts == {"report": 1, "job_arguments": 1}, counts
+
+
+@pytest.mark.workflow
 @pytest.mark.parametrize("measure", sorted(MEASURE_CHANGES))
 def test_changing_a_measures_settings_reruns_only_that_measure(project, plan, full_plan,
                                                                measure):
@@ -323,6 +334,9 @@ def _patched(project, section: str, value) -> dict:
      "'star2d' is 'star2d'"),
     ("trainings", {"sgd": {"lr": -1, "steps": 10}}, "lr"),
     ("device", "gpu", "gpu"),
+    ("plots", {"families": ["training_curve"]},
+     "plots.families: unknown figure families \\['training_curve'\\]; allowed: "
+     ".*'training_curves'"),
 ])
 def test_bad_config_fails_before_any_job_naming_the_value(project, section, value, message):
     write_config(project / "bad.yaml", _patched(project, section, value))

@@ -1,8 +1,9 @@
-# One rule per figure family the study draws (bnstudy.plots), named plot_<family>: one job reads
-# the family's tables once and draws all of its figures (one per experiment, or one for the
-# study), as PNG and the plots.formats copies. Its params are the plots settings (a change to
-# plots.formats, dpi, width or style redraws every figure), the hash of the family's module and
-# its caption (what Snakemake's report shows for each of its figures).
+# One rule per figure family the study draws (bnstudy.plots; plots.families may choose some),
+# named plot_<family>: one job reads the family's tables once and draws all of its figures (one
+# per experiment, or one for the study), as PNG and the plots.formats copies. Its params are the
+# plots settings but families (a change to plots.formats, dpi, width or style redraws every
+# figure; choosing families draws or drops only theirs), the hash of the family's module and its
+# caption (what Snakemake's report shows for each of its figures).
 
 for _family in PLAN.figures:
 
@@ -24,7 +25,7 @@ for _family in PLAN.figures:
             runtime=get_runtime,
         params:
             family=_family,
-            options=json.dumps(config["plots"], sort_keys=True),
+            options=PLAN.plot_options(),
             code=PLAN.figure_code(_family),
             caption=PLAN.figure_caption(_family),
         shell:

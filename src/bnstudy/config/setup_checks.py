@@ -129,6 +129,15 @@ def check_training_on_data(where: str, tc, n_train: int, input_shape) -> None:
 
 
 def check_plots(cfg: dict) -> None:
+    families = cfg.get("plots", {}).get("families")
+    if families is not None:
+        from bnstudy import plots
+
+        plots.load_all()
+        unknown = [f for f in families if f not in plots.FAMILIES]
+        if unknown:
+            fail("plots.families", f"unknown figure families {unknown}; allowed: "
+                                   f"{sorted(plots.FAMILIES)}")
     palette = cfg.get("plots", {}).get("palette", "colorblind")
     if palette == "colorblind":
         return

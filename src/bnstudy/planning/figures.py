@@ -9,6 +9,7 @@ figure to draw (:mod:`bnstudy.plots`: its data kinds, and its ``in_experiment`` 
 
 from __future__ import annotations
 
+import json
 import re
 from functools import cached_property
 from pathlib import Path
@@ -22,10 +23,19 @@ class Figures:
     @cached_property
     def figures(self) -> dict:
         """The figure families this study draws: those whose tables it makes and that have at
-        least one figure to draw."""
+        least one figure to draw (of ``plots.families`` where the config lists them)."""
         have = set(self.tables) | set(self.analyses)
+        chosen = self.config.get("plots", {}).get("families")
         return {n: f for n, f in plots.FAMILIES.items()
-                if set(f.tables) <= have and self._outputs(f)}
+                if (chosen is None or n in chosen) and set(f.tables) <= have
+                and self._outputs(f)}
+
+    def plot_options(self) -> str:
+        """The ``plots`` settings a figure job draws with, as the JSON its rule passes (and
+        reruns on): every setting but ``families``, so that choosing which families to draw
+        redraws no other family's figures."""
+        options = {k: v for k, v in self.config.get("plots", {}).items() if k != "families"}
+        return json.dumps(options, sort_keys=True)
 
     def _applies(self, family, experiment: str) -> bool:
         measured = {self.table_measure.get(t) for t in family.tables} - {None}
