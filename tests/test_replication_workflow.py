@@ -8,7 +8,8 @@ it has no unresolved claim and stops at round 0. The tests check the rounds the 
 against its round files, that only the experiment with an undecided row got new seeds, that the
 ledger reads a replicated experiment's rows at its look's level, that a rerun of the finished
 study does nothing, and that raising the planned rounds afterwards trains and measures only the
-new seeds (a round never re-measures a block of seeds already measured).
+new seeds (a round never re-measures a block of seeds already measured). The study draws two
+figure families (``plots.families``), whose notes give each arm's seeds.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from bnstudy.tables import layout
 pytestmark = pytest.mark.workflow
 
 POLICY = {"rounds": [2, 3]}
+FAMILIES = ["training_curves", "generalization_gap"]
 
 
 def _config(source, rounds) -> dict:
@@ -36,6 +38,9 @@ def _config(source, rounds) -> dict:
     # an arm no ledger row reads: a round adds no seeds to it
     cfg["experiments"]["star"]["norms"] = ["none", "batchnorm", "layernorm"]
     cfg["experiments"]["ts"]["replication"] = {"rounds": [2, 3]}
+    # two figure families, drawn over the rounds' uneven seeds (layernorm keeps round 0's two):
+    # the rounds are what this module tests, every family is drawn by the other workflow tests
+    cfg["plots"] = {**cfg.get("plots", {}), "families": FAMILIES}
     return cfg
 
 
@@ -121,6 +126,7 @@ def test_the_ledger_reads_replicated_rows_at_their_looks_level(project):
     assert "Seeds added in round 2 to none, batchnorm." in html
     assert rep.loc[(rep["experiment"] == "star") & (rep["round"] == 0), "next_norms"].eq(
         "none,batchnorm").all()
+    assert sorted(p.stem for p in (results / "figures" / "star").glob("*.png")) == sorted(FAMILIES)
 
 
 def test_a_finished_study_reruns_nothing(project):
