@@ -35,6 +35,8 @@ PRELOAD = (
     "snakemake.cli", "snakemake.api", "snakemake.workflow", "snakemake.dag", "snakemake.jobs",
     "snakemake.persistence", "snakemake.scheduling.job_scheduler", "snakemake.report",
     "snakemake.executors.local", "snakemake.executors.dryrun", "snakemake.executors.touch",
+    "snakemake.report.html_reporter", "snakemake.storage", "snakemake.profiles",
+    "snakemake.assets", "graphlib",
     "snakemake_executor_plugin_slurm", "snakemake_executor_plugin_slurm_jobstep",
     "pandas", "numpy", "yaml", "jsonschema", "jinja2", "docutils.core", "pygments",
     "requests", "smart_open", "yte", "dpath", "platformdirs", "argparse_dataclass",
