@@ -68,6 +68,13 @@ def with_steps(cfg: dict, steps: int, experiments=None) -> dict:
     return cfg
 
 
+def with_figures(cfg: dict, *families: str) -> dict:
+    """``cfg`` drawing only the figure ``families`` (``plots.families``), for a test whose study
+    needs a figures stage but not every family (the tiny study's own tests draw them all)."""
+    cfg["plots"] = {**cfg.get("plots", {}), "families": list(families)}
+    return cfg
+
+
 def only_experiments(cfg: dict, *names: str) -> dict:
     """``cfg`` restricted to the experiments ``names`` (and the datasets, models and trainings
     they use)."""

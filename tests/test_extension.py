@@ -130,7 +130,7 @@ def test_a_new_measure_runs_through_the_tiny_study(tmp_path_factory):
     cfg["weight_norms"] = {"ord": 2}
     cfg["experiments"]["star"]["norms"] = ["none", "batchnorm", "rms_norm"]
     # the new measure's figure beside one shipped family (the others: the tiny study's tests)
-    cfg["plots"] = {**cfg.get("plots", {}), "families": ["weight_norms", "training_curves"]}
+    harness.with_figures(cfg, "weight_norms", "training_curves")
     project = harness.copy_project(tmp_path_factory.mktemp("extension") / "project",
                                    source=source, config=cfg)
     shutil.copytree(FIXTURE / "src", project / "src", dirs_exist_ok=True)

@@ -40,7 +40,7 @@ def _config(source, rounds) -> dict:
     cfg["experiments"]["ts"]["replication"] = {"rounds": [2, 3]}
     # two figure families, drawn over the rounds' uneven seeds (layernorm keeps round 0's two):
     # the rounds are what this module tests, every family is drawn by the other workflow tests
-    cfg["plots"] = {**cfg.get("plots", {}), "families": FAMILIES}
+    harness.with_figures(cfg, *FAMILIES)
     return cfg
 
 

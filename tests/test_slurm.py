@@ -55,8 +55,7 @@ def _config(source) -> dict:
     # two figure families (one per experiment, one for the study) make the figures group; every
     # family is drawn by the local tests, and on a cluster each figure job is a process of its
     # own (all families: about 90 of the run's 370 CPU-seconds, and 1.5 min of its wall time)
-    cfg["plots"] = {**cfg.get("plots", {}),
-                    "families": ["training_curves", "teacher_student_curves"]}
+    harness.with_figures(cfg, "training_curves", "teacher_student_curves")
     return cfg
 
 

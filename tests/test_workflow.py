@@ -267,7 +267,7 @@ def test_choosing_figure_families_redraws_no_figure(project, plan):
     file lists the figures); the chosen families' figures are up to date, the others are not
     drawn."""
     cfg = tiny_config(project, results="results")
-    cfg["plots"]["families"] = list(plan.figures)[:2]
+    harness.with_figures(cfg, *list(plan.figures)[:2])
     counts = job_counts(_config_jobs(project, "families", cfg))
     assert counts == {"report": 1, "job_arguments": 1}, counts
 

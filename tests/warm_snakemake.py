@@ -69,8 +69,9 @@ def _ctx():
     return _context
 
 
-def _child(args: list[str], cwd: str, env: dict, out: str, err: str, base: list[str]) -> None:
-    """In the forked child: become ``python -m snakemake *args`` in ``cwd`` and run it."""
+def _child(args: list[str], cwd: str, env: dict, files: str, base: list[str]) -> None:
+    """In the forked child: become ``python -m snakemake *args`` in ``cwd`` and run it, its
+    standard output and error into ``files``/stdout and stderr, its CPU seconds into cpu."""
     import atexit
     import logging
     import threading
@@ -85,8 +86,8 @@ def _child(args: list[str], cwd: str, env: dict, out: str, err: str, base: list[
     import importlib.util
 
     sys.argv = [importlib.util.find_spec("snakemake.__main__").origin, *args]  # as -m sets it
-    for fd, path in ((1, out), (2, err)):
-        f = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        f = os.open(os.path.join(files, name), os.O_WRONLY | os.O_TRUNC)
         os.dup2(f, fd)
         os.close(f)
     code = 0
@@ -115,7 +116,7 @@ def _child(args: list[str], cwd: str, env: dict, out: str, err: str, base: list[
     import resource
 
     used = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
-    with open(os.path.join(os.path.dirname(out), "cpu"), "w") as f:
+    with open(os.path.join(files, "cpu"), "w") as f:
         f.write(str(sum(u.ru_utime + u.ru_stime for u in used)))
     os._exit(code)
 
@@ -123,12 +124,13 @@ def _child(args: list[str], cwd: str, env: dict, out: str, err: str, base: list[
 def run(args: list[str], cwd, env: dict, timeout: float | None) -> subprocess.CompletedProcess:
     """``python -m snakemake *args`` in ``cwd`` with environment ``env`` and ``timeout``
     seconds, as :func:`subprocess.run` with ``capture_output=True, text=True`` returns it."""
+    global cpu_seconds
     cmd = [sys.executable, "-m", "snakemake", *args]
     with tempfile.TemporaryDirectory(prefix="snakemake-run-") as tmp:
         out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
         for path in (out, err):
             open(path, "wb").close()
-        proc = _ctx().Process(target=_child, args=(list(args), str(cwd), dict(env), out, err,
+        proc = _ctx().Process(target=_child, args=(list(args), str(cwd), dict(env), tmp,
                                                    _fresh_path()))
         proc.start()
         proc.join(timeout)
@@ -140,7 +142,6 @@ def run(args: list[str], cwd, env: dict, timeout: float | None) -> subprocess.Co
         stdout, stderr = (open(p, encoding=encoding, errors="replace").read() for p in (out, err))
         try:
             with open(os.path.join(tmp, "cpu")) as f:
-                global cpu_seconds
                 cpu_seconds += float(f.read())
         except (OSError, ValueError):  # killed before it wrote it
             pass
