@@ -2,7 +2,8 @@
 (bitwise the same files, the same exit status, streams, working directory), a job it cannot
 take runs in its own process, signals and deaths reach the child, and the server ends with
 Snakemake. The workflow tests run every local job through it (tests/test_workflow.py checks
-that they did, and that a run without it makes the same tables)."""
+that they did); here a training and two measure jobs, served and in their own processes, write
+the same files bit for bit."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import harness
 import pandas as pd
 import pytest
 from specs import make_spec
@@ -65,6 +67,15 @@ def star_file(tmp_path_factory) -> Path:
     return path
 
 
+def _wait_for_served(log: Path, n: int, timeout: float = 120) -> None:
+    """Until the server has logged the exit of ``n`` jobs (the job's client may return before
+    the server writes its line)."""
+    deadline = time.monotonic() + timeout
+    while _served(log) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _served(log) == n, f"the server did not run the job:\n{log.read_text()[-2000:]}"
+
+
 def _train_cmd(npz: Path, out: Path, steps: int = TRAINING["steps"]) -> list[str]:
     spec = make_spec(norm="batchnorm", training={**TRAINING, "steps": steps})
     return [sys.executable, "-m", "bnstudy", "train", "--data", str(npz), "--spec",
@@ -101,6 +112,67 @@ def test_a_served_job_writes_bitwise_what_its_own_process_writes(server, star_fi
     pd.testing.assert_frame_equal(ha, hb, check_exact=True)
     assert io.read_provenance(served / "history.parquet")["config_hash"] == \
         io.read_provenance(alone / "history.parquet")["config_hash"]
+
+
+# the tiny study's options (.test/config.yaml): probes, a Hessian power iteration and random
+# point sets, all seeded -- what a server's state (threads, RNG, kernels) would change
+MEASURE_OPTIONS = {
+    "smoothness": {"multipliers": [0.5, 4.0], "n_probes": 3, "hessian": True,
+                   "hessian_iters": 5, "seed": 0},
+    "partition_density": {"radii": [0.03, 0.1], "method": "distance", "n_vertices": 40,
+                          "n_points": 32, "point_sets": ["train", "test", "random"],
+                          "bn_statistics": "train_set", "seed": 0},
+}
+
+
+@pytest.fixture(scope="module")
+def trained_results(server, star_file, tmp_path_factory) -> Path:
+    """A results directory holding one run (experiment ``t`` of :func:`make_spec`, batchnorm,
+    seed 0) trained by the server."""
+    results = tmp_path_factory.mktemp("trained") / "results"
+    run = results / "runs" / "t" / "batchnorm" / "seed0"
+    run.mkdir(parents=True)
+    before = _served(server["log"])
+    proc = subprocess.run(_train_cmd(star_file, run), env=server["env"], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    _wait_for_served(server["log"], before + 1)  # its exit logged: the tests count the next
+    return results
+
+
+@pytest.mark.parametrize("measure", sorted(MEASURE_OPTIONS))
+def test_a_served_measure_job_writes_bitwise_what_its_own_process_writes(
+        server, star_file, trained_results, tmp_path, measure):
+    """A measure job, as the workflow's measure rule runs it, served and in its own process:
+    the same table, bit for bit (the workflow's determinism test reruns the whole tiny study
+    through the server; this is where a job's own process is compared)."""
+    from bnstudy import measures
+
+    grid = {"t": {"norms": ["batchnorm"], "seeds": [0]}}
+    tables = {}
+    for tag, env in (("served", server["env"]), ("alone", _no_server_env(server["env"]))):
+        outs = [tmp_path / tag / f"{t}.parquet" for t in measures.get(measure).tables]
+        outs[0].parent.mkdir()
+        before = _served(server["log"])
+        proc = subprocess.run(
+            [sys.executable, "-m", "bnstudy", "measure", measure, "--results",
+             str(trained_results), "--experiment", "t", "--grid", json.dumps(grid),
+             "--data", str(star_file), "--options", json.dumps(MEASURE_OPTIONS[measure]),
+             "--device", "cpu", "--threads", "1", "--out", *map(str, outs)],
+            env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        if tag == "served":
+            _wait_for_served(server["log"], before + 1)
+            assert "measure (pid" in server["log"].read_text().splitlines()[-1]
+        else:
+            assert _served(server["log"]) == before
+        tables[tag] = {o.name: pd.read_parquet(o) for o in outs}
+    for name, served in tables["served"].items():
+        alone = tables["alone"][name]
+        assert len(served), name
+        volatile = [c for c in served.columns if c in harness.VOLATILE_COLUMNS]
+        pd.testing.assert_frame_equal(served.drop(columns=volatile),
+                                      alone.drop(columns=volatile), check_exact=True, obj=name)
 
 
 def test_what_the_server_imported_is_frozen_out_of_the_childrens_collections(server):
