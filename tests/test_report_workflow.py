@@ -1,16 +1,15 @@
 """The figures and reports of a finished tiny study (issue 32): Snakemake's own report reaches
-every figure under its family and experiment, each with its family's caption; a change to the
-plots settings redraws every figure, and the PDFs embed TrueType (Type 42) fonts."""
+every figure (its PNG and its PDF: the tiny study sets ``plots.formats: [pdf]``) under its
+family and experiment, each with its family's caption; a change to the plots settings redraws
+every figure, and the PDFs embed TrueType (Type 42) fonts."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 
 import harness
 import pytest
-import yaml
 from harness import dry_run, job_counts, snakemake
 
 from bnstudy import plots
@@ -34,7 +33,8 @@ def test_snakemake_report_reaches_every_figure_with_its_caption(local_study, tmp
     out = tmp_path / "snakemake_report.html"
     snakemake(project, "--report", str(out))
     res = _results(out.read_text())
-    figures = sorted((project / "results" / "figures").rglob("*.png"))
+    figures = sorted((project / "results" / "figures").rglob("*.*"))
+    assert {f.suffix for f in figures} == {".png", ".pdf"}, figures
     shown = {k: v for k, v in res.items() if "/figures/" in k}
     assert {k.split("/figures/")[1] for k in shown} == {
         str(f.relative_to(project / "results" / "figures")) for f in figures}
@@ -42,8 +42,9 @@ def test_snakemake_report_reaches_every_figure_with_its_caption(local_study, tmp
     assert len(set(labels)) == len(labels), "two figures share labels: only one is reachable"
     plots.load_all()
     for path, v in shown.items():
-        family = path.rsplit("/", 1)[1].removesuffix(".png")
+        family, fmt = path.rsplit("/", 1)[1].rsplit(".", 1)
         assert v["labels"]["family"] == family and v["labels"]["experiment"] == path.split("/")[-2]
+        assert v["labels"]["format"] == fmt, v["labels"]
         words = " ".join(plots.FAMILIES[family].caption.split()[:6])
         assert words in re.sub(r"\s+", " ", v["caption"]), (family, v["caption"][:200])
     # the ledger and the summaries as CSV, which the report can show
@@ -51,25 +52,26 @@ def test_snakemake_report_reaches_every_figure_with_its_caption(local_study, tmp
     assert {"ledger.csv", "summaries.csv"} <= tables
 
 
-def test_a_formats_change_redraws_every_figure_as_type42_pdfs(local_study, tmp_path):
-    project = tmp_path / "project"  # a copy: the shared study stays as it is
-    shutil.copytree(local_study["project"], project, symlinks=True)
-    # the same study moved on purpose (bnstudy.planning.lock refuses a changed config from
-    # another working directory until its record goes)
-    (project / "results" / ".bnstudy-study.json").unlink()
-    cfg_path = project / "config" / "config.yaml"
-    cfg = yaml.safe_load(cfg_path.read_text())
-    cfg["plots"] = {**cfg.get("plots", {}), "formats": ["pdf"]}
-    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    jobs = dry_run(project)
-    counts = job_counts(jobs)
-    drawn = {p.stem for p in (project / "results" / "figures").rglob("*.png")}
-    assert {r for r in counts if r.startswith("plot_")} == {f"plot_{f}" for f in drawn}
-    assert not {r for r in counts if r in ("train", "aggregate")}, counts
-    snakemake(project, "--cores", "2")
-    pdfs = sorted((project / "results" / "figures").rglob("*.pdf"))
-    assert len(pdfs) == len(list((project / "results" / "figures").rglob("*.png")))
+def test_every_figure_has_a_type42_pdf_and_a_formats_change_redraws_every_figure(
+        local_study):
+    """The tiny study draws each figure as PNG and PDF (``plots.formats: [pdf]``, as one job
+    writes them): every PDF embeds its fonts as TrueType (Type 42), never Type 3. Another
+    formats setting redraws every figure and runs nothing else (the report excepted: it lists
+    the files)."""
+    project = local_study["project"]
+    figures = project / "results" / "figures"
+    pngs, pdfs = sorted(figures.rglob("*.png")), sorted(figures.rglob("*.pdf"))
+    assert [p.with_suffix("") for p in pdfs] == [p.with_suffix("") for p in pngs], pdfs
     for pdf in pdfs:
         data = pdf.read_bytes()
         assert not re.search(rb"/Subtype\s*/Type3", data), f"{pdf} embeds Type 3 fonts"
         assert re.search(rb"/Subtype\s*/(TrueType|Type0)", data), pdf
+    cfg = harness.tiny_config(project, results="results")
+    assert cfg["plots"]["formats"] == ["pdf"], cfg["plots"]
+    cfg["plots"]["formats"] = ["pdf", "svg"]
+    harness.write_config(project / "formats.yaml", cfg)
+    counts = job_counts(dry_run(project, "--configfile", "formats.yaml"))
+    assert {r for r in counts if r.startswith("plot_")} == {
+        f"plot_{p.stem}" for p in pngs}, counts
+    assert set(counts) - {r for r in counts if r.startswith("plot_")} <= {
+        "report", "job_arguments"}, counts
