@@ -29,7 +29,7 @@ def setup(tmp_path_factory):
                     "--out", str(data)], check=True, capture_output=True)
     cfg = study.check(study.load(["config/config.yaml"]), local=False)
     spec = json.loads(Plan(cfg).run_spec("digits", "batchnorm", 0))
-    spec["training"].update(steps=150, eval_every=50, checkpoints=[0, 50])
+    spec["training"].update(steps=40, eval_every=20, checkpoints=[0, 20])
     return root, data, json.dumps(spec)
 
 
