@@ -47,22 +47,43 @@ class Resources:
     def _requests(self) -> dict:
         return {}  # (rule, wildcards) -> its request
 
+    @cached_property
+    def _facts(self) -> dict:
+        return {}  # ("dataset" | "experiment" | "options", name) -> what it gives, once
+
     def _dataset(self, name: str) -> tuple[tuple, int, int, int]:
-        """``(input shape, out_dim, n_train, n_test)`` of a dataset entry."""
-        ds = self.config["datasets"][name]
-        shape, out_dim = data.shape(ds["kind"], ds.get("options"))
-        return (shape, out_dim, data.n_train(ds["kind"], ds.get("options")),
-                n_test(ds["kind"], ds.get("options")))
+        """``(input shape, out_dim, n_train, n_test)`` of a dataset entry (worked out once per
+        plan: a study's thousands of jobs share a few datasets)."""
+        key = ("dataset", name)
+        if key not in self._facts:
+            ds = self.config["datasets"][name]
+            shape, out_dim = data.shape(ds["kind"], ds.get("options"))
+            self._facts[key] = (shape, out_dim, data.n_train(ds["kind"], ds.get("options")),
+                                n_test(ds["kind"], ds.get("options")))
+        return self._facts[key]
 
     def _experiment(self, experiment: str):
-        """``(model size, n_train, n_test, training)`` of an experiment (sizes counted once per
-        model and input shape)."""
-        x = self.experiments[experiment]
-        shape, out_dim, n_train, n_te = self._dataset(x["dataset"])
-        key = (x["model"], tuple(shape), out_dim)
-        if key not in self._sizes:
-            self._sizes[key] = model_size.size(self.config["models"][x["model"]], shape, out_dim)
-        return self._sizes[key], n_train, n_te, self.config["trainings"][x["training"]]
+        """``(model size, n_train, n_test, training)`` of an experiment (once per plan; sizes
+        counted once per model and input shape)."""
+        fact = ("experiment", experiment)
+        if fact not in self._facts:
+            x = self.experiments[experiment]
+            shape, out_dim, n_train, n_te = self._dataset(x["dataset"])
+            key = (x["model"], tuple(shape), out_dim)
+            if key not in self._sizes:
+                self._sizes[key] = model_size.size(self.config["models"][x["model"]], shape,
+                                                   out_dim)
+            self._facts[fact] = (self._sizes[key], n_train, n_te,
+                                 self.config["trainings"][x["training"]])
+        return self._facts[fact]
+
+    def _measure_options(self, measure: str):
+        """The measure's parsed options (its config section), once per plan."""
+        key = ("options", measure)
+        if key not in self._facts:
+            self._facts[key] = measures.REGISTRY[measure].options.parse(
+                self.config.get(measure, {}))
+        return self._facts[key]
 
     def job_work(self, rule: str, wildcards: dict) -> resources.Work:
         """The work of one job of ``rule`` (:class:`bnstudy.planning.resources.Work`)."""
@@ -74,7 +95,7 @@ class Resources:
         if rule in measures.REGISTRY:
             e = wildcards["experiment"]
             size, n_train, n_te, training = self._experiment(e)
-            opts = measures.REGISTRY[rule].options.parse(self.config.get(rule, {}))
+            opts = self._measure_options(rule)
             runs = len(self.experiments[e]["norms"]) * len(layout.label_seeds(wildcards["block"]))
             return resources.measure_work(rule, opts, size, n_train, n_te, training).times(runs)
         if rule == "prepare_data":
