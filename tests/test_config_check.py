@@ -21,6 +21,7 @@ from harness import REPO, copy_project, snakemake, tiny_config, write_config
 
 from bnstudy import data
 from bnstudy.config import loader, study
+from bnstudy.networks import normalizers
 
 BASE = tiny_config()
 
@@ -263,6 +264,69 @@ def test_missing_config_file_is_named(tmp_path):
                                           for p in (REPO / "config/studies").glob("*.yaml"))])
 def test_shipped_configs_pass(path):
     study.check(study.load([REPO / path]), local=False)  # extends: and sweeps expanded
+
+
+# models each normalizer must construct (or refuse) alike on the CPU and on the meta device:
+# every architecture, a width GroupNorm's groups may not divide, dropout, each initialization
+META_MODELS = [({"arch": "mlp", "depth": 2, "width": 16, "dropout": 0.1}, (2,), 3),
+               ({"arch": "mlp", "depth": 2, "width": 6, "init": "orthogonal"}, (2,), 3),
+               ({"arch": "dln", "depth": 3, "init": "xavier"}, (4,), 4),
+               ({"arch": "unit"}, (4,), 1),
+               ({"arch": "vgg", "channels": [8, "M", 12]}, (3, 8, 8), 3),
+               ({"arch": "cnn", "width_mult": 0.25}, (3, 16, 16), 3),
+               *(({"arch": a, "width": 8}, (3, 16, 16), 3) for a in ("resnet9", "resnet18"))]
+
+
+def _constructed(cfg, norm, shape, out, on_meta: bool) -> str | None:
+    """None when the model constructs, else the error's type."""
+    from dataclasses import replace
+
+    from bnstudy.networks import meta, models
+
+    try:
+        if on_meta:
+            with torch.device("meta"), meta.skip_init():
+                models.build_model(replace(cfg, dropout=0.0), norm, shape, out)
+        else:
+            models.build_model(cfg, norm, shape, out)
+    except (ValueError, RuntimeError) as e:
+        return type(e).__name__
+    return None
+
+
+@pytest.mark.parametrize("norm", sorted(normalizers.REGISTRY))
+def test_a_normalizer_arm_constructs_on_the_meta_device_as_on_the_cpu(norm):
+    """The config check constructs each normalizer arm on the meta device with no weight
+    initialization (bnstudy.config.study._build): an arm is refused there exactly when its
+    CPU build fails, for every architecture."""
+    from bnstudy.networks import models
+
+    assert set(models.BUILDERS) <= {m["arch"] for m, _, _ in META_MODELS}
+    for entry, shape, out in META_MODELS:
+        cfg = models.ModelConfig.from_dict(entry)
+        assert _constructed(cfg, norm, shape, out, True) == \
+            _constructed(cfg, norm, shape, out, False), (norm, entry)
+
+
+def test_the_check_draws_weights_only_for_the_plain_nets(monkeypatch):
+    """Only the plain net of each model and dataset is built on the CPU (and run forward once);
+    the normalizer arms are constructed on the meta device, drawing no weights (a paper-scale
+    study's check built every arm on the CPU: 13 of the cost-header tests' 25 CPU-s)."""
+    from bnstudy.networks import models
+
+    real, drawn = models._initialize, []
+
+    def record(net, cfg):
+        drawn.append(next(net.parameters()).device.type)
+        return real(net, cfg)
+
+    monkeypatch.setattr(models, "_initialize", record)
+    cfg = copy.deepcopy(BASE)
+    cfg["experiments"]["star"]["norms"] = ["none", "batchnorm", "layernorm", "groupnorm"]
+    study.check(cfg, local=False)
+    pairs = {(e["model"], e["dataset"]) for e in cfg["experiments"].values()}
+    assert drawn.count("cpu") == len(pairs), drawn
+    assert drawn.count("meta") >= 3, drawn
 
 
 @pytest.mark.parametrize("kind, options", [
