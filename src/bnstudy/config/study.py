@@ -96,13 +96,12 @@ def _typed(section: str, items: dict, parse, check=None) -> dict:
 
 
 def _build(model_cfg, norm: str, kind: str, options: dict, forward: bool):
-    """The model on the dataset's input shape, global RNG state kept; with ``forward``, on the
-    CPU and run over two zero inputs (too many poolings for the image size fail here, not in a
-    job), otherwise only constructed, on the meta device with no weight initialization run
-    (:func:`bnstudy.networks.meta.skip_init`): a normalizer's bad options fail at construction,
-    and a paper-scale study's dozens of arms cost no random draws over their weights."""
+    """The model on the dataset's input shape (CPU, global RNG state kept); with ``forward``,
+    initialized and run over two zero inputs (too many poolings for the image size fail here, not
+    in a job), otherwise only constructed, its random draws zeroes (:func:`bnstudy.networks.meta.
+    no_draws`): a normalizer's bad options fail at construction, and a paper-scale study's
+    dozens of normalizer arms draw no random weights only to be discarded."""
     import contextlib
-    from dataclasses import replace
 
     import torch
 
@@ -110,11 +109,9 @@ def _build(model_cfg, norm: str, kind: str, options: dict, forward: bool):
     from bnstudy.networks import meta, models
 
     input_shape, out_dim = data.shape(kind, options)
-    where = contextlib.nullcontext() if forward else torch.device("meta")
-    with torch.random.fork_rng(devices=[]), where, (
-            contextlib.nullcontext() if forward else meta.skip_init()):
-        net = models.build_model(model_cfg if forward else replace(model_cfg, dropout=0.0),
-                                 norm, input_shape, out_dim)
+    with torch.random.fork_rng(devices=[]), (
+            contextlib.nullcontext() if forward else meta.no_draws()):
+        net = models.build_model(model_cfg, norm, input_shape, out_dim)
     if forward:
         try:
             with torch.no_grad():

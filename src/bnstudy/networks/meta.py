@@ -42,6 +42,29 @@ def skip_init():
     return SkipMetaInit()
 
 
+DRAWS = ("normal_", "uniform_", "random_", "bernoulli_", "exponential_", "geometric_",
+         "cauchy_", "log_normal_")  # the in-place random draws of tensors
+
+
+def no_draws():
+    """A torch function mode in which every in-place random draw (:data:`DRAWS`: the weight
+    initializations' ``normal_``, ``uniform_``, ...) zeroes its tensor instead, on any device:
+    a model built under it is constructed (its layers' checks run, its weights allocated and
+    every other initialization step run, on zeros) without drawing one random number, for a
+    check that discards it (:func:`bnstudy.config.study._build`)."""
+    import torch
+
+    class NoDraws(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if (getattr(func, "__name__", "") in DRAWS and args
+                    and isinstance(args[0], torch.Tensor)):
+                with torch.no_grad():
+                    return args[0].zero_()
+            return func(*args, **(kwargs or {}))
+
+    return NoDraws()
+
+
 def materialize(net) -> None:
     """Every parameter and buffer of ``net`` (built on the meta device) replaced, in place, by a
     CPU tensor of its shape and dtype that is a zero expanded with zero strides: nothing
