@@ -2,8 +2,9 @@
 count it (:func:`build`): :func:`bnstudy.config.model_checks.plan` (parameters and hidden blocks,
 against the config's limits) and :func:`bnstudy.model_size.size` (what one sample costs, for the
 cluster requests), which then runs one sample through the model on the CPU, its parameters and
-buffers made zero-stride CPU tensors of their shapes by :func:`materialize`. Importing this
-module does not import torch."""
+buffers made zero-stride CPU tensors of their shapes by :func:`materialize`; and constructing
+one on the CPU with no random draw (:func:`no_draws`), for the config check's normalizer arms.
+Importing this module does not import torch."""
 
 from __future__ import annotations
 
