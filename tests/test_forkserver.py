@@ -163,7 +163,8 @@ def test_a_served_measure_job_writes_bitwise_what_its_own_process_writes(
         assert proc.returncode == 0, proc.stderr[-3000:]
         if tag == "served":
             _wait_for_served(server["log"], before + 1)
-            assert "measure (pid" in server["log"].read_text().splitlines()[-1]
+            exits = re.findall(r"(\S+) \(pid \d+\): exit (-?\d+)", server["log"].read_text())
+            assert exits[-1] == ("measure", "0"), exits[-3:]
         else:
             assert _served(server["log"]) == before
         tables[tag] = {o.name: pd.read_parquet(o) for o in outs}
