@@ -129,7 +129,8 @@ def check_training_on_data(where: str, tc, n_train: int, input_shape) -> None:
 
 
 def check_plots(cfg: dict) -> None:
-    families = cfg.get("plots", {}).get("families")
+    settings = cfg.get("plots", {})
+    families = settings.get("families")
     if families is not None:
         from bnstudy import plots
 
@@ -138,7 +139,7 @@ def check_plots(cfg: dict) -> None:
         if unknown:
             fail("plots.families", f"unknown figure families {unknown}; allowed: "
                                    f"{sorted(plots.FAMILIES)}")
-    palette = cfg.get("plots", {}).get("palette", "colorblind")
+    palette = settings.get("palette", "colorblind")
     if palette == "colorblind":
         return
     import seaborn as sns

@@ -40,50 +40,43 @@ def n_test(kind: str, options: dict | None) -> int:
 
 class Resources:
     @cached_property
-    def _sizes(self) -> dict:
-        return {}  # (model, input shape, out_dim) -> its bnstudy.model_size.Size
-
-    @cached_property
     def _requests(self) -> dict:
         return {}  # (rule, wildcards) -> its request
 
     @cached_property
     def _facts(self) -> dict:
-        return {}  # ("dataset" | "experiment" | "options", name) -> what it gives, once
+        return {}  # (what, name...) -> its value, worked out once per plan (:meth:`_once`)
+
+    def _once(self, key: tuple, compute):
+        """``compute()``, kept under ``key`` for the plan's life: a study's thousands of jobs
+        share a few datasets, experiments, models and measure sections."""
+        if key not in self._facts:
+            self._facts[key] = compute()
+        return self._facts[key]
 
     def _dataset(self, name: str) -> tuple[tuple, int, int, int]:
-        """``(input shape, out_dim, n_train, n_test)`` of a dataset entry (worked out once per
-        plan: a study's thousands of jobs share a few datasets)."""
-        key = ("dataset", name)
-        if key not in self._facts:
+        """``(input shape, out_dim, n_train, n_test)`` of a dataset entry."""
+        def compute():
             ds = self.config["datasets"][name]
             shape, out_dim = data.shape(ds["kind"], ds.get("options"))
-            self._facts[key] = (shape, out_dim, data.n_train(ds["kind"], ds.get("options")),
-                                n_test(ds["kind"], ds.get("options")))
-        return self._facts[key]
+            return (shape, out_dim, data.n_train(ds["kind"], ds.get("options")),
+                    n_test(ds["kind"], ds.get("options")))
+
+        return self._once(("dataset", name), compute)
 
     def _experiment(self, experiment: str):
-        """``(model size, n_train, n_test, training)`` of an experiment (once per plan; sizes
-        counted once per model and input shape)."""
-        fact = ("experiment", experiment)
-        if fact not in self._facts:
-            x = self.experiments[experiment]
-            shape, out_dim, n_train, n_te = self._dataset(x["dataset"])
-            key = (x["model"], tuple(shape), out_dim)
-            if key not in self._sizes:
-                self._sizes[key] = model_size.size(self.config["models"][x["model"]], shape,
-                                                   out_dim)
-            self._facts[fact] = (self._sizes[key], n_train, n_te,
-                                 self.config["trainings"][x["training"]])
-        return self._facts[fact]
+        """``(model size, n_train, n_test, training)`` of an experiment (sizes counted once per
+        model and input shape)."""
+        x = self.experiments[experiment]
+        shape, out_dim, n_train, n_te = self._dataset(x["dataset"])
+        size = self._once(("size", x["model"], tuple(shape), out_dim), lambda: model_size.size(
+            self.config["models"][x["model"]], shape, out_dim))
+        return size, n_train, n_te, self.config["trainings"][x["training"]]
 
     def _measure_options(self, measure: str):
-        """The measure's parsed options (its config section), once per plan."""
-        key = ("options", measure)
-        if key not in self._facts:
-            self._facts[key] = measures.REGISTRY[measure].options.parse(
-                self.config.get(measure, {}))
-        return self._facts[key]
+        """The measure's parsed options (its config section)."""
+        return self._once(("options", measure), lambda: measures.REGISTRY[measure].options.parse(
+            self.config.get(measure, {})))
 
     def job_work(self, rule: str, wildcards: dict) -> resources.Work:
         """The work of one job of ``rule`` (:class:`bnstudy.planning.resources.Work`)."""
