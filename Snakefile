@@ -7,8 +7,7 @@ from snakemake.utils import min_version
 
 from bnstudy import forkserver
 
-from bnstudy.planning import lock as results_lock
-from bnstudy.planning import targets
+from bnstudy.planning import lock as results_lock, targets
 from bnstudy.config import loader, study
 
 min_version("9.0")

@@ -56,8 +56,13 @@ def server(tmp_path_factory):
             os.environ[forkserver.ADDRESS] = old
 
 
+def _exits(log: Path) -> list[tuple[str, str]]:
+    """``(verb, exit status)`` of each job the server logged as ended, in order."""
+    return re.findall(r"(\S+) \(pid \d+\): exit (-?\d+)", log.read_text())
+
+
 def _served(log: Path) -> int:
-    return len(re.findall(r"\(pid \d+\): exit", log.read_text()))
+    return len(_exits(log))
 
 
 @pytest.fixture(scope="module")
@@ -162,8 +167,7 @@ def test_a_served_measure_job_writes_bitwise_what_its_own_process_writes(
         assert proc.returncode == 0, proc.stderr[-3000:]
         if tag == "served":
             _wait_for_served(server["log"], before + 1)
-            exits = re.findall(r"(\S+) \(pid \d+\): exit (-?\d+)", server["log"].read_text())
-            assert exits[-1] == ("measure", "0"), exits[-3:]
+            assert _exits(server["log"])[-1] == ("measure", "0"), _exits(server["log"])[-3:]
         else:
             assert _served(server["log"]) == before
         tables[tag] = {o.name: pd.read_parquet(o) for o in outs}

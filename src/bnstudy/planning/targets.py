@@ -13,7 +13,9 @@ missing and nothing else).
 
 The targets are Snakemake's own (``workflow.dag.targetjobs``, kept up to date through checkpoint
 updates and ``--until``/``--omit-from``): a target job's output files, or the input files of a
-target rule without outputs (``rule all``).
+target rule without outputs (``rule all``). Snakemake's ``dag.derived_targetfiles`` says the same
+but keeps what it found at its first use, which can come before a checkpoint's update, so
+:func:`missing` reads the jobs themselves.
 """
 
 from __future__ import annotations
