@@ -42,15 +42,49 @@ def _train(setup, tag, env):
                     spec, "--out-checkpoints", str(run / "checkpoints.pt"), "--out-history",
                     str(run / "history.parquet")], check=True, capture_output=True,
                    env={**full, "BNSTUDY_FORKSERVER": "0", **env})
-    return io.read_table(run / "history.parquet")["loss"].to_numpy()
+    path = run / "history.parquet"
+    return io.read_table(path)["loss"].to_numpy(), io.read_provenance(path)
 
 
 def test_another_kernel_branch_trains_to_the_same_numbers(setup):
-    pinned = _train(setup, "pinned", {})
-    other = _train(setup, "other", OTHER_BRANCH)
+    pinned, prov = _train(setup, "pinned", {})
+    other, _ = _train(setup, "other", OTHER_BRANCH)
     assert pinned.tobytes() == other.tobytes()
-    unpinned = _train(setup, "unpinned", {**OTHER_BRANCH, "BNSTUDY_KERNELS": "native"})
+    unpinned, native = _train(setup, "unpinned", {**OTHER_BRANCH, "BNSTUDY_KERNELS": "native"})
     assert unpinned.tobytes() != pinned.tobytes()  # the branches do differ
+    # the history says which branches computed it: MKL grants its AVX2 branch on Intel CPUs
+    # only and runs AUTO elsewhere (seen on an AMD EPYC), which the provenance then says
+    assert prov["cpu"] and prov["kernels"].startswith("ATen AVX2, MKL ")
+    assert prov["kernels"].endswith(", oneDNN <= AVX2")
+    assert ("MKL AVX2,STRICT," in prov["kernels"]
+            or "MKL AUTO,STRICT (asked AVX2,STRICT)," in prov["kernels"])
+    assert native["kernels"].startswith("ATen DEFAULT, MKL COMPATIBLE")  # (not asked: granted)
+    assert "asked" not in native["kernels"]
+
+
+@pytest.mark.parametrize("asked", ["COMPATIBLE", "COMPATIBLE,STRICT", "AVX2,STRICT"])
+def test_the_mkl_branch_is_the_one_mkl_reports(asked):
+    """bnstudy.provenance.mkl_branch reads MKL's own getter: COMPATIBLE is granted on every
+    x86-64 CPU, AVX2 on Intel CPUs only (else MKL runs AUTO, with the STRICT flag kept)."""
+    out = subprocess.run([sys.executable, "-c", "import bnstudy, torch; torch.ones(2, 2) @ "
+                          "torch.ones(2, 2); from bnstudy import provenance as p; "
+                          "print(p.mkl_branch()); print(p.kernels())"],
+                         env={**os.environ, "BNSTUDY_KERNELS": "native", "MKL_CBWR": asked},
+                         capture_output=True, text=True, check=True).stdout.split("\n")
+    if asked.startswith("COMPATIBLE"):
+        assert out[0] == asked and f"MKL {asked}" in out[1] and "asked" not in out[1]
+    else:
+        assert out[0] in ("AVX2,STRICT", "AUTO,STRICT")
+        assert (f"MKL {out[0]} (asked AVX2,STRICT)" in out[1]) == (out[0] != asked)
+
+
+def test_mkl_branch_names():
+    from bnstudy import provenance
+
+    assert provenance.mkl_branch_name(10 | provenance.MKL_STRICT) == "AVX2,STRICT"
+    assert provenance.mkl_branch_name(2) == "AUTO" and provenance.mkl_branch_name(3) == \
+        "COMPATIBLE"
+    assert provenance.mkl_branch_name(99) == "99"
 
 
 def test_pin_kernels_sets_the_avx2_branch(monkeypatch):

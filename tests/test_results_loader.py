@@ -196,3 +196,28 @@ def test_provenance_records_versions_precision_checkout_and_time(tmp_path):
     assert prov["tf32"] is False and prov["config"] == {"lr": 0.1}
     assert datetime.fromisoformat(prov["created"]).tzinfo is not None
     assert prov["git_dirty"] in (True, False, None)
+
+
+def test_tables_record_the_cpu_and_kernels_and_an_aggregate_lists_its_inputs(tmp_path):
+    """A table says which CPU and which kernel branches computed it (where torch is imported:
+    MKL grants its AVX2 branch on Intel CPUs only, docs/reproducibility.md); an aggregated
+    table lists its inputs' values, one per machine."""
+    from bnstudy import provenance  # (torch is imported: the module's import)
+    from bnstudy.tables import aggregation
+
+    prov = io.provenance("h", "cpu")
+    assert prov["cpu"] == provenance.cpu_model() and prov["kernels"] == provenance.kernels()
+    assert prov["kernels"].startswith("ATen ")
+    parts = []
+    for i, (cpu, kern) in enumerate([("A", "ATen AVX2, MKL AVX2,STRICT"),
+                                     ("B", "ATen AVX2, MKL AUTO,STRICT (asked AVX2,STRICT)"),
+                                     ("A", "ATen AVX2, MKL AVX2,STRICT")]):
+        parts.append(tmp_path / f"part{i}.parquet")
+        io.write_table(pd.DataFrame({"x": [float(i)]}), parts[-1],
+                       {**prov, "cpu": cpu, "kernels": kern})
+    _, merged = aggregation.combine(parts, "t")
+    assert merged["cpu"] == "A; B"
+    assert merged["kernels"] == ("ATen AVX2, MKL AUTO,STRICT (asked AVX2,STRICT); "
+                                 "ATen AVX2, MKL AVX2,STRICT")
+    _, one = aggregation.combine(parts[::2], "t")
+    assert one["cpu"] == "A" and one["kernels"] == "ATen AVX2, MKL AVX2,STRICT"

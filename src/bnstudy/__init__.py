@@ -1,8 +1,9 @@
 """bnstudy: what do normalization layers do to a deep network? Measured, reproducibly.
 
 Importing the package pins the CPU kernels before torch is imported (:func:`pin_kernels`), so
-that a study's numbers are bitwise the same on every x86-64 CPU with AVX2, not only on the
-machine that ran it.
+that a study's numbers are bitwise the same on every Intel x86-64 CPU with AVX2, not only on
+the machine that ran it (MKL grants its AVX2 branch on Intel CPUs only; each table records the
+branches in force: :func:`bnstudy.provenance.kernels`, ``docs/reproducibility.md``).
 """
 
 import os
@@ -15,7 +16,8 @@ __version__ = "0.1.0"
 # to other numbers than an AVX2 one (seen: the same digits run differs in the 5th digit between
 # ATen's AVX2 and scalar kernels, and again under MKL's COMPATIBLE path). Pinning all three to
 # the AVX2 branch gives this machine's numbers unchanged (AVX2 is its native branch: tested
-# bitwise) and the same numbers on newer CPUs, at the cost of their AVX-512 speed-up.
+# bitwise) and the same numbers on newer Intel CPUs, at the cost of their AVX-512 speed-up. On
+# other x86-64 CPUs MKL refuses its AVX2 branch and runs AUTO (seen on an AMD EPYC).
 PINNED_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT",
                   "ONEDNN_MAX_CPU_ISA": "AVX2"}
 

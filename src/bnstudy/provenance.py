@@ -10,12 +10,19 @@
   when torch is already imported);
 - ``git_commit`` and ``git_dirty`` (uncommitted changes to tracked files) of the package's
   checkout when it is one, else None;
+- ``cpu`` (the CPU's model name) and ``kernels``: the CPU code paths the numbers were computed
+  with where the job imported torch (:func:`kernels`: ATen's vector capability, the branch
+  oneMKL ran as MKL itself reports it, oneDNN's ISA cap). Importing bnstudy asks for the AVX2
+  branches (:func:`bnstudy.pin_kernels`), but MKL grants its AVX2 branch on Intel CPUs only: on
+  others it runs AUTO (its own dispatch), and matrix products with long reductions round
+  otherwise (``docs/reproducibility.md``). An aggregated table lists its inputs' values;
 - ``created``: the UTC time the table was written (ISO 8601). It is the only field that differs
-  between two runs of the same config; the numbers do not.
+  between two runs of the same config on one machine; the numbers do not.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -77,6 +84,67 @@ def precision() -> dict:
             "tf32": bool(torch.backends.cuda.matmul.allow_tf32)}
 
 
+# oneMKL's conditional-numerical-reproducibility branches (mkl_cbwr.h, MKL_CBWR_*)
+MKL_BRANCHES = {0: "UNSET", 1: "OFF", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3",
+                7: "SSE4_1", 8: "SSE4_2", 9: "AVX", 10: "AVX2", 11: "AVX512_MIC", 12: "AVX512",
+                13: "AVX512_MIC_E1", 14: "AVX512_E1"}
+MKL_STRICT = 0x10000
+MKL_CBWR_ALL = -1  # mkl_cbwr_get's option for the branch and its flags
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name (``/proc/cpuinfo``; else what the platform says, None if nothing)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip() or None
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def mkl_branch_name(value: int) -> str:
+    """``mkl_cbwr_get(MKL_CBWR_ALL)``'s value as ``MKL_CBWR`` spells it (``AVX2,STRICT``)."""
+    name = MKL_BRANCHES.get(value & 0xFFFF, str(value & 0xFFFF))
+    return name + (",STRICT" if value & MKL_STRICT else "")
+
+
+def mkl_branch() -> str | None:
+    """The branch oneMKL computes with in this process, as MKL reports it (the branch asked for
+    in ``MKL_CBWR`` where MKL grants it, ``AUTO`` where it does not); None where torch is not
+    imported, has no MKL, or its MKL does not say (the getter is read from torch's library)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.backends.mkl.is_available():
+        return None
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+        get = lib.mkl_serv_cbwr_get
+    except (OSError, AttributeError):
+        return None
+    get.restype, get.argtypes = ctypes.c_int, [ctypes.c_int]
+    return mkl_branch_name(get(MKL_CBWR_ALL))
+
+
+def kernels() -> str | None:
+    """The CPU code paths in force where torch is imported (None elsewhere): ATen's vector
+    capability, oneMKL's branch (with the one asked for, when MKL did not grant it) and
+    oneDNN's ISA cap, e.g. ``ATen AVX2, MKL AUTO,STRICT (asked AVX2,STRICT), oneDNN <= AVX2``."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    parts = [f"ATen {torch.backends.cpu.get_cpu_capability()}"]
+    mkl = mkl_branch()
+    if mkl is not None:
+        asked = os.environ.get("MKL_CBWR", "").replace(" ", "").upper()
+        parts.append(f"MKL {mkl}" + (f" (asked {asked})" if asked and asked != mkl else ""))
+    if os.environ.get("ONEDNN_MAX_CPU_ISA"):
+        parts.append(f"oneDNN <= {os.environ['ONEDNN_MAX_CPU_ISA']}")
+    return ", ".join(parts)
+
+
 def record(config_hash: str, device: str = "cpu", **extra) -> dict:
     import numpy
     import pandas
@@ -94,6 +162,8 @@ def record(config_hash: str, device: str = "cpu", **extra) -> dict:
         "python_version": platform.python_version(),
         "device": device,
         **precision(),
+        "cpu": cpu_model(),
+        "kernels": kernels(),
         "git_commit": git_commit(),
         "git_dirty": git_dirty(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -213,5 +213,6 @@ def _provenance(table_paths: list[str]) -> str:
     for p in table_paths:
         prov = io.read_provenance(p)
         rows.append({"table": Path(p).name, **{k: prov.get(k) for k in (
-            "config_hash", "bnstudy_version", "torch_version", "device", "git_commit")}})
+            "config_hash", "bnstudy_version", "torch_version", "device", "cpu", "kernels",
+            "git_commit")}})
     return pd.DataFrame(rows).to_html(index=False, border=0)

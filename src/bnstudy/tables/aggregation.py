@@ -57,12 +57,14 @@ def combine(inputs: list[str | Path], table: str, grid: dict | None = None
     run's file copied over one is refused by name, never counted as that run."""
     if not inputs:
         raise ValueError("aggregate needs at least one input table")
-    frames, hashes, devices = [], [], set()
+    frames, hashes, devices, machines = [], [], set(), {"cpu": set(), "kernels": set()}
     for path in sorted(map(str, inputs)):
         df, prov = binding.read_table(path)
         frames.append(df)
         hashes.append(prov.get("config_hash"))
         devices.add(prov.get("device"))
+        for key, seen in machines.items():
+            seen.add(prov.get(key))
     nonempty = [f for f in frames if len(f)]
     # empty per-run tables (a measure with nothing to say for a run) would turn ints into floats
     df = pd.concat(nonempty or frames[:1], ignore_index=True)
@@ -71,8 +73,10 @@ def combine(inputs: list[str | Path], table: str, grid: dict | None = None
     if grid:
         df = with_axes(df, grid)
     df = columns.normalize(table, df)  # one type per column name in every table
+    # the CPUs and kernels the inputs were computed with (one value when one machine made all)
+    kept = {k: "; ".join(sorted(v - {None})) or None for k, v in machines.items()}
     prov = io.provenance(io.stable_hash(hashes), ",".join(sorted(map(str, devices))),
-                         inputs=len(inputs), input_config_hashes=hashes)
+                         inputs=len(inputs), input_config_hashes=hashes, **kept)
     return df, prov
 
 
