@@ -119,9 +119,9 @@ def mkl_branch() -> str | None:
         return None
     import ctypes
 
-    try:
+    try:  # torch links MKL into its CPU library, which exports MKL's service-layer getter
         lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
-        get = lib.mkl_serv_cbwr_get
+        get = lib.mkl_serv_cbwr_get  # (torch does not export the public mkl_cbwr_get)
     except (OSError, AttributeError):
         return None
     get.restype, get.argtypes = ctypes.c_int, [ctypes.c_int]
