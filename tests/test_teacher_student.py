@@ -12,7 +12,7 @@ from specs import make_spec, measure_cli
 
 from bnstudy import data, measures
 from bnstudy.measures.teacher_student import compute as ts
-from bnstudy.networks import models
+from bnstudy.networks import init, models
 from bnstudy.theory import luo as luo_theory
 from bnstudy.train import checkpoints
 from bnstudy.train import loop as training
@@ -323,7 +323,7 @@ def test_init_span_is_the_unit_students_and_names_the_choices():
         cfg = models.ModelConfig.from_dict({"arch": "unit", "init_span": "data",
                                             "init": "orthogonal"})
         net = models.build_model(cfg, norm, (12,), 1)
-        models.init_in_data_span(net, cfg, x)
+        init.init_in_data_span(net, cfg, x)
         (lin,) = models.maps(net)
         w = lin.weight.detach().double().reshape(-1)  # weight norm: the effective weight
         coef = torch.linalg.lstsq(x.T, w).solution

@@ -17,9 +17,10 @@ Architectures:
   no bias, no head, and the normalizer's shift (BN's beta) held at 0 in a buffer, as Luo §4
   freezes it; ``g`` is the identity for ``slope: 1`` (the linear student), ReLU for 0.
   ``init_span: data`` starts its weight in the span of the training inputs (the row space of
-  ``X``; :func:`init_in_data_span`, applied by the training loop): gradient training never
-  moves, and a normalizer with batch statistics never sees, the part outside it, which Luo
-  §4's closed forms (minimum-norm, ridge and shrunk least squares) do not have.
+  ``X``; :func:`bnstudy.networks.init.init_in_data_span`, applied by the training loop):
+  gradient training never moves, and a normalizer with batch statistics never sees, the part
+  outside it, which Luo §4's closed forms (minimum-norm, ridge and shrunk least squares) do
+  not have. The weights' initialization: :mod:`bnstudy.networks.init`.
 - ``cnn``: Luo et al. §5's Salimans-Kingma CNN, widths times ``width_mult``
   (:mod:`bnstudy.networks.cnn`).
 - ``resnet9`` (Page's DAWNBench ResNet9), ``resnet18`` (the CIFAR ResNet18): first-stage width
@@ -62,6 +63,7 @@ from bnstudy.networks.blocks import (  # noqa: F401 (re-exported)
     with_dropout,
 )
 from bnstudy.networks.cnn import cnn
+from bnstudy.networks.init import initialize as _initialize
 from bnstudy.networks.resnet import resnet9, resnet18
 from bnstudy.options import config_key
 
@@ -250,55 +252,3 @@ def _seed_dropout(net: nn.Module) -> None:
     for m in net.modules():
         if isinstance(m, StepDropout):
             m.noise_seed.fill_(int(torch.randint(0, 2**62, ())))
-
-
-def _base(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The raw weight (weight norm's direction v when reparametrized) and bias."""
-    p = getattr(module, "parametrizations", None)
-    weight = p.weight.original1 if p is not None and "weight" in p else module.weight
-    return weight, module.bias
-
-
-@torch.no_grad()
-def _initialize(net: Net, cfg: ModelConfig) -> None:
-    for m in maps(net):
-        w, b = _base(m)
-        if cfg.init == "kaiming":
-            nn.init.kaiming_normal_(w, a=cfg.slope, nonlinearity="leaky_relu")
-        elif cfg.init == "xavier":
-            nn.init.xavier_normal_(w)
-        elif cfg.init == "orthogonal":
-            nn.init.orthogonal_(w)
-        if b is not None and cfg.bias_init == "zero":
-            b.zero_()
-        elif b is not None and cfg.bias_init == "random":
-            b.normal_(0.0, cfg.bias_std)
-        p = getattr(m, "parametrizations", None)
-        if p is not None and "weight" in p:
-            # Weight norm: start with g = ||v|| per output unit so w equals the initialized v.
-            dims = tuple(range(1, w.dim()))
-            p.weight.original0.copy_(torch.linalg.vector_norm(w, dim=dims, keepdim=True))
-
-
-@torch.no_grad()
-def init_in_data_span(net: Net, cfg: ModelConfig, x) -> None:
-    """``init_span: data``: project each map's initial weight (weight norm's direction ``v``,
-    then ``g = ||v||`` as at initialization) onto the span of the training inputs ``x`` (rows, an
-    array or tensor; float64 eigendecomposition of the smaller Gram matrix on the CPU, rank by
-    the usual tolerance); no-op for ``all`` (``x`` is not touched)."""
-    if cfg.init_span == "all":
-        return
-    x = torch.as_tensor(x).detach().cpu().reshape(len(x), -1).double()
-    small = x.shape[0] < x.shape[1]
-    gram = x @ x.T if small else x.T @ x
-    ev, vec = torch.linalg.eigh(gram)
-    keep = ev > ev.max() * max(x.shape) * torch.finfo(torch.float64).eps
-    basis = x.T @ vec[:, keep] / ev[keep].sqrt() if small else vec[:, keep]  # orthonormal
-    for m in maps(net):
-        w, _ = _base(m)
-        flat = w.detach().reshape(w.shape[0], -1).double().cpu()
-        w.copy_(((flat @ basis) @ basis.T).reshape(w.shape).to(w.device, w.dtype))
-        p = getattr(m, "parametrizations", None)
-        if p is not None and "weight" in p:
-            dims = tuple(range(1, w.dim()))
-            p.weight.original0.copy_(torch.linalg.vector_norm(w, dim=dims, keepdim=True))

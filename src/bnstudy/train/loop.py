@@ -56,7 +56,7 @@ from torch import nn
 
 from bnstudy.data import Dataset
 from bnstudy.io import stable_hash
-from bnstudy.networks import models, normalizers
+from bnstudy.networks import init, models, normalizers
 from bnstudy.train import (
     augment,
     determinism,
@@ -181,7 +181,7 @@ def train(spec: RunSpec | dict, ds: Dataset, device: str = "auto", resume_path=N
     dev = resolve_device(device)
     seed = spec.seed
     model = build(spec, ds, dev)
-    models.init_in_data_span(model, spec.model_config, ds.x_train)  # unit: init_span
+    init.init_in_data_span(model, spec.model_config, ds.x_train)  # unit: init_span
     opt = make_optimizer(model, cfg)
     lf = loss_fn(ds.task)
     xtr, ytr = torch.as_tensor(ds.x_train, device=dev), torch.as_tensor(ds.y_train, device=dev)

@@ -32,7 +32,7 @@ checkpoint (or only the last, ``checkpoints: last``; :func:`measure` is one chec
   training inputs (:func:`bnstudy.theory.luo_erm.null_error`; NaN when the basis is not
   computed: ``erm: false`` and ``P >= N``). Gradient training never moves that part and batch
   statistics never see it, so it is what the initialization left; a ``unit`` student with
-  ``init_span: data`` starts without it (:func:`bnstudy.networks.models.init_in_data_span`).
+  ``init_span: data`` starts without it (:func:`bnstudy.networks.init.init_in_data_span`).
 - ``erm_*`` (linear student, ``erm: true``): the error of the exact minimizer of each curve's
   objective on *this* training set (minimum-norm least squares, ridge, shrunk least squares), so
   that a gap to ``theory`` splits into finite-N / data-draw scatter (``erm - theory``) and
