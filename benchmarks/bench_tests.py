@@ -61,6 +61,8 @@ def timed_script(parts: list[str], marks: str) -> str:
 
 
 def cpu_model() -> str:
+    """The CPU's model name. (Not bnstudy.provenance.cpu_model: importing bnstudy pins the CPU
+    kernels in this process's environment, which the timed command would inherit.)"""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import subprocess
@@ -92,8 +93,10 @@ MKL_STRICT = 0x10000
 MKL_CBWR_ALL = -1  # mkl_cbwr_get's option for the branch and its flags
 
 
+@functools.cache
 def cpu_model() -> str | None:
-    """The CPU's model name (``/proc/cpuinfo``; else what the platform says, None if nothing)."""
+    """The CPU's model name (``/proc/cpuinfo``; else what the platform says, None if nothing),
+    read once per process."""
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
             for line in f:
@@ -117,15 +120,23 @@ def mkl_branch() -> str | None:
     torch = sys.modules.get("torch")
     if torch is None or not torch.backends.mkl.is_available():
         return None
+    get = _mkl_getter(os.path.dirname(torch.__file__))
+    return None if get is None else mkl_branch_name(get(MKL_CBWR_ALL))
+
+
+@functools.cache
+def _mkl_getter(torch_dir: str):
+    """MKL's branch getter in the CPU library of the torch in ``torch_dir`` (None where it has
+    none), looked up once per process: a job writes several tables."""
     import ctypes
 
     try:  # torch links MKL into its CPU library, which exports MKL's service-layer getter
-        lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+        lib = ctypes.CDLL(os.path.join(torch_dir, "lib", "libtorch_cpu.so"))
         get = lib.mkl_serv_cbwr_get  # (torch does not export the public mkl_cbwr_get)
     except (OSError, AttributeError):
         return None
     get.restype, get.argtypes = ctypes.c_int, [ctypes.c_int]
-    return mkl_branch_name(get(MKL_CBWR_ALL))
+    return get
 
 
 def kernels() -> str | None:
