@@ -6,7 +6,9 @@ import pytest
 from scipy import stats
 
 from bnstudy.claims import ledger as claims
-from bnstudy.claims import rules
+from bnstudy.claims import rules, skew
+
+CONTRA = "contradicted at this setting"  # the outcome words (claims/outcomes.py)
 
 
 def test_paired_effect_is_the_paired_t_interval_widened_for_skew():
@@ -16,12 +18,17 @@ def test_paired_effect_is_the_paired_t_interval_widened_for_skew():
     eff = rules.paired_effect(a, b, 0.95)
     d = (a - b).to_numpy()
     lo, hi = stats.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=stats.sem(d))
-    assert eff["effect"] == pytest.approx(d.mean())
+    assert eff["effect_mean"] == pytest.approx(d.mean())
+    walsh = [(d[i] + d[j]) / 2 for i in range(6) for j in range(i, 6)]
+    assert eff["effect"] == pytest.approx(np.median(walsh))  # Hodges-Lehmann
     assert eff["effect_skew"] == pytest.approx(stats.skew(d))
-    assert eff["ci_low"] <= lo and eff["ci_high"] >= hi  # contains the Student-t interval
-    # equal to it for symmetric differences
+    # the rule's interval lies inside the skew-corrected t interval at half the level
+    lo2, hi2 = skew.bounds(d.mean(), d.std(ddof=1), stats.skew(d), len(d), 0.975)
+    assert lo2 - 1e-12 <= eff["ci_low"] and eff["ci_high"] <= hi2 + 1e-12
+    # symmetric differences at 4 seeds: the signed-rank part cannot close (1/16 > 0.0125), so
+    # the interval is the Student-t one at 97.5%
     sym = rules.paired_effect(pd.Series([0.1, 0.3, 0.5, 0.7]), pd.Series([0.0] * 4), 0.95)
-    lo, hi = stats.t.interval(0.95, 3, loc=0.4, scale=stats.sem([0.1, 0.3, 0.5, 0.7]))
+    lo, hi = stats.t.interval(0.975, 3, loc=0.4, scale=stats.sem([0.1, 0.3, 0.5, 0.7]))
     assert (sym["ci_low"], sym["ci_high"]) == pytest.approx((lo, hi))
     assert eff["cohens_dz"] == pytest.approx(d.mean() / d.std(ddof=1))
     assert eff["n_seeds"] == 6
@@ -34,15 +41,15 @@ def test_paired_effect_pairs_by_seed_and_drops_missing():
 
 
 @pytest.mark.parametrize("rule, lo, hi, margin, expected", [
-    ("less", -2, -1, 0, "supported"), ("less", 1, 2, 0, "not supported"),
-    ("less", -1, 1, 0, "inconclusive"), ("more", 1, 2, 0, "supported"),
-    ("more", -2, -1, 0, "not supported"), ("more", -1, 1, 0, "inconclusive"),
-    ("no_less", -0.01, 3, 0.02, "supported"), ("no_less", -1, -0.5, 0.02, "not supported"),
-    ("no_less", -1, 1, 0.02, "inconclusive"), ("equivalent", -0.05, 0.05, 0.1, "supported"),
-    ("equivalent", 0.2, 0.3, 0.1, "not supported"), ("equivalent", -0.05, 0.3, 0.1, "inconclusive"),
-    ("no_more", -3, 0.01, 0.02, "supported"), ("no_more", 0.5, 1, 0.02, "not supported"),
-    ("no_more", -1, 1, 0.02, "inconclusive"),
-    ("less", np.nan, np.nan, 0, "inconclusive"),
+    ("less", -2, -1, 0, "supported"), ("less", 1, 2, 0, CONTRA),
+    ("less", -1, 1, 0, "undecided"), ("more", 1, 2, 0, "supported"),
+    ("more", -2, -1, 0, CONTRA), ("more", -1, 1, 0, "undecided"),
+    ("no_less", -0.01, 3, 0.02, "supported"), ("no_less", -1, -0.5, 0.02, CONTRA),
+    ("no_less", -1, 1, 0.02, "undecided"), ("equivalent", -0.05, 0.05, 0.1, "supported"),
+    ("equivalent", 0.2, 0.3, 0.1, CONTRA), ("equivalent", -0.05, 0.3, 0.1, "undecided"),
+    ("no_more", -3, 0.01, 0.02, "supported"), ("no_more", 0.5, 1, 0.02, CONTRA),
+    ("no_more", -1, 1, 0.02, "undecided"),
+    ("less", np.nan, np.nan, 0, "undecided"),
 ])
 def test_verdict_rules(rule, lo, hi, margin, expected):
     assert rules.verdict(rule, lo, hi, margin) == expected
@@ -57,12 +64,12 @@ def test_unknown_rule_names_the_valid_ones():
 # a rule with margin m: clearly inside, clearly outside, and straddling the boundary.
 def _effects(rule: str, verdict: str, m: float) -> np.ndarray:
     jitter = np.array([-1.0, 0.0, 1.0, 0.5, -0.5])
-    centre = {("less", "supported"): -1.0, ("less", "not supported"): 1.0,
-              ("more", "supported"): 1.0, ("more", "not supported"): -1.0,
-              ("no_less", "supported"): 0.0, ("no_less", "not supported"): -m - 1.0,
-              ("no_more", "supported"): 0.0, ("no_more", "not supported"): m + 1.0,
-              ("equivalent", "supported"): 0.0, ("equivalent", "not supported"): m + 1.0}
-    if verdict == "inconclusive":
+    centre = {("less", "supported"): -1.0, ("less", CONTRA): 1.0,
+              ("more", "supported"): 1.0, ("more", CONTRA): -1.0,
+              ("no_less", "supported"): 0.0, ("no_less", CONTRA): -m - 1.0,
+              ("no_more", "supported"): 0.0, ("no_more", CONTRA): m + 1.0,
+              ("equivalent", "supported"): 0.0, ("equivalent", CONTRA): m + 1.0}
+    if verdict == "undecided":
         edge = {"less": 0.0, "more": 0.0, "no_less": -m, "no_more": m, "equivalent": m}[rule]
         return edge + 10.0 * jitter
     spread = (0.01 * m if rule in ("no_less", "no_more", "equivalent") and verdict == "supported"
@@ -71,7 +78,7 @@ def _effects(rule: str, verdict: str, m: float) -> np.ndarray:
 
 
 @pytest.mark.parametrize("claim", claims.CLAIMS, ids=lambda c: c.key)
-@pytest.mark.parametrize("verdict", ["supported", "not supported", "inconclusive"])
+@pytest.mark.parametrize("verdict", ["supported", CONTRA, "undecided"])
 def test_every_ledger_claim_can_return_each_verdict(monkeypatch, claim, verdict):
     """Each claim's rule and margin, through evaluate(), on synthetic per-run values: no claim
     is impossible to support, to fail, or to leave open."""
@@ -116,9 +123,9 @@ def _ics(ics_bn, ics_none):
 
 
 @pytest.mark.parametrize("ics_bn, expected", [
-    ([5e-4, 6e-4, 4e-4, 5e-4], "not supported"),   # BN's ICS a tenth of the baseline's
+    ([5e-4, 6e-4, 4e-4, 5e-4], CONTRA),   # BN's ICS a tenth of the baseline's
     ([5e-3, 4.2e-3, 5.9e-3, 5.1e-3], "supported"),  # as large as the baseline's
-    ([1e-4, 1.5e-2, 2e-4, 1.2e-2], "inconclusive"),
+    ([1e-4, 1.5e-2, 2e-4, 1.2e-2], "undecided"),
 ])
 def test_ics_claim_can_fail_at_a_near_zero_baseline(ics_bn, expected):
     """The DLN regime: the standard net's ICS (1 - cos) is ~0.005, below an absolute margin of
@@ -126,7 +133,7 @@ def test_ics_claim_can_fail_at_a_near_zero_baseline(ics_bn, expected):
     ledger = claims.evaluate({"ics": _ics(ics_bn, [5e-3, 4e-3, 6e-3, 5e-3])})
     row = ledger.set_index("claim_id").loc["ics_grad"]
     assert row["verdict"] == expected
-    assert row["effect"] == pytest.approx(np.mean(
+    assert row["effect_mean"] == pytest.approx(np.mean(
         np.log((np.array(ics_bn) + 1e-4) / (np.array([5e-3, 4e-3, 6e-3, 5e-3]) + 1e-4))))
 
 
@@ -149,7 +156,7 @@ def test_ledger_verdicts_come_from_the_data():
     assert ledger.loc["beta_smooth", "effect"] == pytest.approx(
         np.mean(np.log([1.0, 1.1, 0.9, 1.05]) - np.log([10.0, 12.0, 9.0, 11.0])))
     flipped = claims.evaluate({"smoothness": _smoothness([10.0, 12, 9, 11], [1.0, 1.1, 0.9, 1.05])})
-    assert flipped.set_index("claim_id").loc["beta_smooth", "verdict"] == "not supported"
+    assert flipped.set_index("claim_id").loc["beta_smooth", "verdict"] == CONTRA
     assert ledger.loc["lp_smooth", "verdict"] == "not measured"
     assert ledger.loc["ics_grad", "verdict"] == "not measured"
 
@@ -173,8 +180,8 @@ def test_smoothness_is_the_mean_over_checkpoints_of_the_log():
     by = claims.evaluate({"smoothness": _smooth_steps(bn, none)}).set_index("claim_id")
     expected = np.mean([np.mean(np.log(b)) - np.mean(np.log(n))
                         for b, n in zip(bn, none, strict=True)])
-    assert by.loc["beta_smooth", "effect"] == pytest.approx(expected)
-    assert by.loc["beta_smooth", "verdict"] == "inconclusive"  # the log of the mean: "not supp."
+    assert by.loc["beta_smooth", "effect_mean"] == pytest.approx(expected)
+    assert by.loc["beta_smooth", "verdict"] == "undecided"  # the log of the mean: "not supp."
 
 
 def test_a_blow_up_counts_as_the_worst_value():
@@ -187,8 +194,8 @@ def test_a_blow_up_counts_as_the_worst_value():
     expected = np.mean([(np.log(b[0]) + worst) / 2 - np.log(n[0])
                         for b, n in zip(bn, none, strict=True)])
     for key in ("beta_smooth", "grad_pred", "lipschitz"):
-        assert by.loc[key, "effect"] == pytest.approx(expected), key
-        assert by.loc[key, "verdict"] == "not supported", key
+        assert by.loc[key, "effect_mean"] == pytest.approx(expected), key
+        assert by.loc[key, "verdict"] == CONTRA, key
         assert "blow-up" in by.loc[key, "quantity"]
 
 
@@ -211,7 +218,7 @@ def test_loss_variation_and_gradient_change_are_relative_to_the_point():
 
 def test_single_seed_is_inconclusive():
     ledger = claims.evaluate({"smoothness": _smoothness([1.0], [10.0])}).set_index("claim_id")
-    assert ledger.loc["beta_smooth", "verdict"] == "inconclusive"
+    assert ledger.loc["beta_smooth", "verdict"] == "undecided"
     assert "fewer than 2" in ledger.loc["beta_smooth", "note"]
 
 
@@ -259,9 +266,9 @@ def test_jitter_and_proposition2_claims_from_the_data():
     ghost_less = list(np.array([0.25, 0.2, 0.3]) * np.exp([-0.9, -0.8, -0.7]))
     flat = _jitter([0.2, 0.3, 0.25], [0.25, 0.2, 0.3], ghost_less, [1.5, 1.6, 1.55])
     by = claims.evaluate({"bn_jitter": flat}).set_index(["claim_id", "norm"])
-    assert by.loc[("jitter_batch", "batchnorm"), "verdict"] == "inconclusive"
-    assert by.loc[("jitter_ghost", "ghost_batchnorm"), "verdict"] == "not supported"
-    assert by.loc[("prop2_sigma2", "batchnorm"), "verdict"] == "not supported"
+    assert by.loc[("jitter_batch", "batchnorm"), "verdict"] == "undecided"
+    assert by.loc[("jitter_ghost", "ghost_batchnorm"), "verdict"] == CONTRA
+    assert by.loc[("prop2_sigma2", "batchnorm"), "verdict"] == CONTRA
     conv = claims.evaluate({"bn_jitter": _jitter([0.8] * 3, [0.2] * 3, [0.5] * 3, [1.0] * 3,
                                                  conv=True)}).set_index("claim_id")
     assert conv.loc["prop2_mu", "verdict"] == "not measured"  # conv layers: not a prediction
@@ -274,9 +281,9 @@ def test_proposition2_first_layer_is_a_check_and_deeper_layers_beyond_the_paper(
     first, deep = by.loc[("prop2_mu", "batchnorm")], by.loc[("prop2_deep_mu", "batchnorm")]
     assert first["role"] == "implementation check" and "implementation check" in first["claim"]
     assert first["verdict"] == "supported"
-    assert deep["role"] == "beyond the paper" and deep["verdict"] == "not supported"
+    assert deep["role"] == "beyond the paper" and deep["verdict"] == CONTRA
     assert "beyond the paper" in deep["claim"]
-    assert deep["effect"] == pytest.approx(np.mean(np.log([1.6, 1.5, 1.7])))
+    assert deep["effect_mean"] == pytest.approx(np.mean(np.log([1.6, 1.5, 1.7])))
     ok = claims.evaluate({"bn_jitter": _jitter([0.8] * 3, [0.2] * 3, [0.5] * 3, [1.0] * 3,
                                                deep=(1.01, 0.99, 1.0))})
     ok = ok.set_index(["claim_id", "norm"])
@@ -317,7 +324,7 @@ def test_luo_rows_name_their_curve_and_test_luos_own_claim_on_its_bn_student():
     df = _luo([0.2, 0.22, 0.21], [0.012, -0.008, 0.002], [0.01, 0.0, -0.01])
     by = claims.evaluate({"teacher_student": df}).set_index(["claim_id", "norm"])
     bn, main = by.loc[("luo_bn", "batchnorm")], by.loc[("luo_bn_main", "weightnorm_varonly_bn")]
-    assert bn["verdict"] == "not supported" and main["verdict"] == "supported"
+    assert bn["verdict"] == CONTRA and main["verdict"] == "supported"
     assert main["effect"] == pytest.approx(np.mean([0.012, -0.008, 0.002]))
     assert bn["curve"] == "least squares shrunk by 1/(1 + zeta) at zeta = 0.04688 = 1.5/M, M = 32"
     assert bn["experiment"] == "alpha=2, M=32, lr=0.1, N=400, S=0.25 (pooled)"
@@ -349,8 +356,8 @@ def _dannemann(grad, resid, holds):
 
 
 @pytest.mark.parametrize("grad, resid, holds, expected", [
-    (0.36, 1e-12, False, "supported"), (1e-9, 1e-12, False, "not supported"),
-    (0.36, 1e-12, True, "not supported"), (0.36, 1e-3, False, "inconclusive"),
+    (0.36, 1e-12, False, "supported"), (1e-9, 1e-12, False, CONTRA),
+    (0.36, 1e-12, True, CONTRA), (0.36, 1e-3, False, "undecided"),
 ])
 def test_dannemann_rule_reaches_each_verdict(grad, resid, holds, expected):
     row = claims.dannemann_claim(_dannemann(grad, resid, holds))[0]
@@ -395,7 +402,8 @@ def test_luo_batch_and_dropout_claims_pair_the_right_experiments():
     large = by.loc["luo_large_batch"]
     assert (large["experiment"], large["baseline"], large["norm"]) == ("r1024", "r128",
                                                                        "batchnorm")
-    assert large["effect"] == pytest.approx(np.mean(np.log([.30 / .20, .33 / .22, .31 / .21])))
+    assert large["effect_mean"] == pytest.approx(
+        np.mean(np.log([.30 / .20, .33 / .22, .31 / .21])))
     assert large["verdict"] == "supported"
     gamma = by.loc["luo_gamma_batch"]
     assert gamma["effect"] == pytest.approx(np.log(2.0)) and gamma["verdict"] == "supported"
@@ -407,7 +415,7 @@ def test_luo_batch_and_dropout_claims_pair_the_right_experiments():
                                                               "batchnorm")
     # "PN outperformed BN": one-sided, lower; 0-9% lower over 3 seeds does not decide it
     assert pn["rule"].startswith("supported iff the CI of the effect lies below 0")
-    assert pn["verdict"] == "inconclusive"
+    assert pn["verdict"] == "undecided"
     halves = ledger[ledger["claim_id"] == "luo_bn_halves"].set_index("norm")
     assert set(halves.index) == {"batchnorm", "weightnorm_meanonly_bn"}
     assert (halves["verdict"] == "supported").all()

@@ -9,6 +9,8 @@ from scipy import stats
 from bnstudy.claims import ledger as claims
 from bnstudy.claims import multiplicity, power, rules
 
+CONTRA = "contradicted at this setting"  # the outcome words (claims/outcomes.py)
+
 LEVEL = 0.95
 
 
@@ -19,12 +21,12 @@ def _decisive_rate(mu, sd, n, rule, margin, reps=4000, seed=0):
     half = stats.t.ppf(0.5 + LEVEL / 2, n - 1) * s / np.sqrt(n)
     verdicts = [rules.verdict(rule, lo, hi, margin) for lo, hi in zip(m - half, m + half,
                                                                       strict=True)]
-    return np.mean([v != "inconclusive" for v in verdicts])
+    return np.mean([v != "undecided" for v in verdicts])
 
 
 @pytest.mark.parametrize("rule, mu, sd, margin", [
     ("less", -0.5, 1.0, 0.0), ("more", 0.8, 1.0, 0.0), ("no_more", -0.2, 0.5, 0.1),
-    ("equivalent", 0.35, 0.3, 0.1),  # outside the margin: "not supported" is the decision
+    ("equivalent", 0.35, 0.3, 0.1),  # outside the margin: CONTRA is the decision
 ])
 def test_seeds_needed_resolves_four_in_five_studies(rule, mu, sd, margin):
     n = int(power.seeds_needed(rule, mu, sd, margin, LEVEL))
@@ -72,17 +74,31 @@ def test_every_measured_row_has_its_power_from_the_paired_differences():
 
 @pytest.mark.parametrize("rule", rules.RULES)
 def test_a_rule_p_value_is_below_alpha_exactly_when_the_interval_decides(rule):
+    """The rule's own p-values (rules.outcome_p: the skew-corrected t and the exact signed-rank
+    parts, Bonferroni-combined) agree with its interval (robust.bounds): each outcome is reached
+    exactly when its one-sided p-value is below alpha / 2, at any level."""
     rng = np.random.default_rng(3)
-    for i in range(400):  # normal differences, and skewed ones (the interval's correction)
-        n, margin = int(rng.integers(2, 12)), float(rng.uniform(0.05, 0.5))
+    alpha = 1 - LEVEL
+    for i in range(400):  # normal differences, skewed ones, and blow-ups
+        n, margin = int(rng.integers(2, 14)), float(rng.uniform(0.05, 0.5))
         d = rng.normal(rng.normal(0, 0.5), rng.uniform(0.05, 1.0), n)
         if i % 2:
             d = rng.normal(0, 0.3) + rng.choice([-1, 1]) * rng.lognormal(-1.0, 1.0, n)
+        if i % 5 == 0:
+            d[0] += rng.choice([-15, 15])
         eff = rules.paired_effect(pd.Series(d), pd.Series(np.zeros(n)), LEVEL)
-        p = multiplicity.rule_p_value(rule, eff["effect"], eff["effect_sd"], n, margin,
-                                      eff["effect_skew"])
-        decided = rules.verdict(rule, eff["ci_low"], eff["ci_high"], margin) != "inconclusive"
-        assert (p < 1 - LEVEL) == decided, (rule, d, margin, p)
+        ps = rules.outcome_p(rule, d, margin)
+        lo, hi = eff["ci_low"], eff["ci_high"]
+        sup = {"less": hi < 0, "more": lo > 0, "no_less": lo > -margin, "no_more": hi < margin,
+               "equivalent": -margin < lo and hi < margin}[rule]
+        con = {"less": lo > 0, "more": hi < 0, "no_less": hi < -margin,
+               "no_more": lo > margin, "equivalent": hi < -margin or lo > margin}[rule]
+        assert (ps["p_supported"] < alpha / 2) == bool(sup), (rule, d, margin, ps, lo, hi)
+        if rule != "equivalent":  # (its contradicted is one of two one-sided tests)
+            assert (ps["p_contradicted"] < alpha / 2) == bool(con), (rule, d, margin, ps)
+        if rule in ("less", "more"):
+            gone = lo > -margin if rule == "less" else hi < margin
+            assert (ps["p_absent"] < alpha / 2) == bool(gone), (rule, d, margin, ps)
 
 
 def test_rule_p_value_is_the_paired_t_test():
@@ -100,7 +116,7 @@ def _ledger(ps, roles=None):
         t = stats.t.isf(p / 2, 4)
         rows.append({"claim_id": f"c{i}", "effect": t * 1.0 / np.sqrt(5), "effect_sd": 1.0,
                      "n_seeds": 5, "role": (roles or {}).get(i, "test"),
-                     "verdict": "supported" if p < 0.05 else "inconclusive"})
+                     "verdict": "supported" if p < 0.05 else "undecided"})
     return pd.DataFrame(rows)
 
 
@@ -110,7 +126,7 @@ def test_holm_adjusted_verdicts():
     out = multiplicity.adjust(_ledger(ps), LEVEL, rules_of)
     assert out["p_value"].to_numpy() == pytest.approx(ps, rel=1e-6)
     assert out["p_adjusted"].to_numpy() == pytest.approx([0.004, 0.06, 0.06, 0.06], rel=1e-6)
-    assert list(out["adjusted_verdict"]) == ["supported"] + ["inconclusive"] * 3
+    assert list(out["adjusted_verdict"]) == ["supported"] + ["undecided"] * 3
     assert (out["verdict"] == "supported").all()
     # an implementation check is no member of the family: it keeps its verdict, the others
     # their adjusted p-values
@@ -162,15 +178,15 @@ def test_the_report_counts_adjusted_verdicts_and_shows_the_power_columns():
 
     ledger = pd.DataFrame([
         {"claim_id": "beta_smooth", "claim": "c", "experiment": "e", "norm": "batchnorm",
-         "baseline": "none", "verdict": "supported", "adjusted_verdict": "inconclusive",
+         "baseline": "none", "verdict": "supported", "adjusted_verdict": "undecided",
          "effect": -1.0, "ci_low": -1.5, "ci_high": -0.5, "n_seeds": 3, "seeds_needed": 7.0,
          "detectable_effect": 0.81, "role": "test"},
         {"claim_id": "lipschitz", "claim": "c", "experiment": "e", "norm": "batchnorm",
-         "baseline": "none", "verdict": "inconclusive", "adjusted_verdict": "inconclusive",
+         "baseline": "none", "verdict": "undecided", "adjusted_verdict": "undecided",
          "effect": 0.0, "ci_low": -1.0, "ci_high": 1.0, "n_seeds": 3,
          "seeds_needed": np.inf, "detectable_effect": 1.2, "role": "test"}])
     shown = summary.rows(ledger, {}, set())
     # (verdict, count, the words the page shows)
-    assert [(v, n) for v, n, _ in summary.found(shown)["counts"]] == [("inconclusive", 2)]
+    assert [(v, n) for v, n, _ in summary.found(shown)["counts"]] == [("undecided", 2)]
     assert [(r["verdict"], r["adjusted"], r["seeds_needed"], r["detectable"]) for r in shown] == [
-        ("supported", "inconclusive", "7", "0.81"), ("inconclusive", "inconclusive", "inf", "1.2")]
+        ("supported", "undecided", "7", "0.81"), ("undecided", "undecided", "inf", "1.2")]

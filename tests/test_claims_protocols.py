@@ -12,6 +12,8 @@ from bnstudy.claims import deviations, protocols, stage
 from bnstudy.claims import ledger as claims
 from bnstudy.config import study
 
+CONTRA = "contradicted at this setting"  # the outcome words (claims/outcomes.py)
+
 DLN_SETUP = {"dataset": {"kind": "gaussian_linear", "options": {"n_train": 1000, "dim": 10}},
              "model": {"arch": "dln", "depth": 25, "init": "xavier"},
              "training": {"lr": 0.001, "momentum": 0.0, "batch_size": "full", "steps": 1000,
@@ -103,7 +105,7 @@ def test_an_interpolated_arm_is_not_compared_with_an_unconverged_one():
                  {0: 3.0, 1: 3.0, 50: 0.01, 200: 0.01})
     by = claims.evaluate({"smoothness": df}).set_index("claim_id")
     assert "stage-matched" not in str(by.loc["beta_smooth", "note"])
-    assert by.loc["beta_smooth", "verdict"] == "not supported"
+    assert by.loc["beta_smooth", "verdict"] == CONTRA
 
 
 def test_a_diverged_run_is_not_converged():
@@ -124,7 +126,7 @@ def _training(noisy_over_bn):
 
 
 @pytest.mark.parametrize("ratio, expected", [(0.5, "supported"), (1.0, "supported"),
-                                             (3.0, "not supported")])
+                                             (3.0, CONTRA)])
 def test_noisy_bn_is_one_sided(ratio, expected):
     """'Noisy BN does not hurt training': noisy BN training better (0.5x) supports it (the old
     two-sided rule called it 'not supported')."""
@@ -160,8 +162,9 @@ def test_absolute_quantities_beside_and_the_lr_axis_in_words():
     led = claims.evaluate({"smoothness": pd.concat(frames)}, setups=setups)
     by = led.set_index(["claim_id", "experiment"])
     assert by.loc[("beta_smooth", "hi"), "verdict"] == "supported"
-    assert by.loc[("beta_smooth", "lo"), "verdict"] == "not supported"
-    note = "along the lr axis (after Holm): not supported at lr 0.001; supported at lr 0.01"
+    assert by.loc[("beta_smooth", "lo"), "verdict"] == CONTRA
+    note = ("along the lr axis (after Holm): contradicted at this setting at lr 0.001; supported "
+            "at lr 0.01")
     assert note in by.loc[("beta_smooth", "hi"), "note"]
     assert note in by.loc[("beta_smooth", "lo"), "note"]
     # loss range loss x b: BN's loss stays 1, none's is [2, 1.9, 1, .5] over the checkpoints
@@ -178,7 +181,7 @@ def test_a_pooled_row_reads_the_setups_of_its_own_data_kind_and_an_exact_row_say
           "model": {"arch": "unit"}, "training": {"lr": 0.1, "batch_size": 32, "steps": 6000},
           "measures": {}, "norms": ["batchnorm"]}
     other = {**DLN_SETUP, "norms": ["batchnorm"]}
-    led = pd.DataFrame([{"claim_id": "luo_bn", "verdict": "inconclusive", "norm": "batchnorm",
+    led = pd.DataFrame([{"claim_id": "luo_bn", "verdict": "undecided", "norm": "batchnorm",
                          "experiment": "alpha=2 (pooled)", "baseline": None},
                         {"claim_id": "dannemann", "verdict": "supported", "experiment": None}])
     out = deviations.add_columns(led, {"luo_bn": protocols.LUO_TS,

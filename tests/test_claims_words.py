@@ -20,7 +20,7 @@ def test_a_negatively_worded_claim_says_what_supported_means():
     text = words.rule_words("no_less", math.log(1.25), scale="log", what="ICS",
                             norm="batchnorm", baseline="none")
     assert text.startswith("supported: batchnorm's ICS is reliably above 0.8x none's")
-    assert "not supported: reliably below 0.8x none's" in text
+    assert "contradicted at this setting: reliably below 0.8x none's" in text
 
 
 @pytest.mark.parametrize("scale,effect,expect", [

@@ -24,7 +24,7 @@ def _study(tmp_path, name, rows):
 
 
 A = [_row("ics_grad", "batchnorm", "supported", 0.5), _row("lipschitz", "batchnorm",
-                                                            "inconclusive", -0.2),
+                                                            "undecided", -0.2),
      _row("noisy_bn", "noisy_batchnorm", "supported", 0.1)]
 
 
@@ -37,7 +37,7 @@ def test_same_ledger_has_no_differences(tmp_path, capsys):
 def test_changed_verdict_effect_and_missing_rows_are_listed(tmp_path, capsys):
     b_rows = [_row("ics_grad", "batchnorm", "supported", 0.5 + 1e-12),  # same within tol
               _row("lipschitz", "batchnorm", "supported", -1.5),
-              _row("jitter_aug", "batchnorm_jitter", "inconclusive", 0.3)]
+              _row("jitter_aug", "batchnorm_jitter", "undecided", 0.3)]
     a, b = _study(tmp_path, "a", A), _study(tmp_path, "b", b_rows)
     assert cli.main(["compare", a, b]) == 1
     out = capsys.readouterr().out

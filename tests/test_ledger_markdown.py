@@ -16,8 +16,8 @@ def _ledger(tmp_path, name, rows):
 
 ROWS = [
     {"claim_id": "ics_grad", "experiment": "dln", "norm": "batchnorm", "baseline": "none",
-     "effect": 0.1234, "ci_low": -0.02, "ci_high": 0.27, "n_seeds": 3, "verdict": "inconclusive",
-     "value": 0.5, "note": "", "adjusted_verdict": "inconclusive", "seeds_needed": 14.0,
+     "effect": 0.1234, "ci_low": -0.02, "ci_high": 0.27, "n_seeds": 3, "verdict": "undecided",
+     "value": 0.5, "note": "", "adjusted_verdict": "undecided", "seeds_needed": 14.0,
      "in_words": "batchnorm's ICS is 1.1x none's [0.98x, 1.3x]"},
     {"claim_id": "lipschitz", "experiment": None, "norm": None, "baseline": "none",
      "effect": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n_seeds": np.nan,
@@ -33,19 +33,19 @@ def test_table_states_every_row_with_its_numbers():
     lines = md.strip().splitlines()
     assert len(lines) == 2 + len(ROWS)
     assert ("| `ics_grad` | dln: batchnorm vs none | 0.123 [-0.02, 0.27] | batchnorm's ICS is "
-            "1.1x none's [0.98x, 1.3x] | 3 | inconclusive | inconclusive | 14 |") in md
+            "1.1x none's [0.98x, 1.3x] | 3 | undecided | undecided | 14 |") in md
     assert "no smoothness table" in lines[3] and "not measured" in lines[3]
     assert "0.358" in lines[4] and "supported" in lines[4]
 
 
 def test_table_shows_the_adjusted_verdict_and_the_seeds_needed():
-    row = {**ROWS[0], "verdict": "supported", "adjusted_verdict": "inconclusive",
+    row = {**ROWS[0], "verdict": "supported", "adjusted_verdict": "undecided",
            "seeds_needed": np.inf, "deviations": "lr 0.001 vs the paper's 0.01"}
     md = lm.table(pd.DataFrame([row]))
     assert md.splitlines()[0].endswith(
         "| verdict | adjusted verdict | seeds needed | departs from the paper's setting |")
     assert md.strip().splitlines()[-1].endswith(
-        "| supported | inconclusive | inf | lr 0.001 vs the paper's 0.01 |")
+        "| supported | undecided | inf | lr 0.001 vs the paper's 0.01 |")
     row.update(seeds_needed=12.0, seeds_needed_low=5.0, seeds_needed_high=np.inf)
     md = lm.table(pd.DataFrame([row]))
     assert "| 12 (5-inf) | lr 0.001" in md  # seeds needed with its range

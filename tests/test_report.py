@@ -15,6 +15,8 @@ from bnstudy import io
 from bnstudy.report import build as report
 from bnstudy.report import scale
 
+CONTRA = "contradicted at this setting"  # the outcome words (claims/outcomes.py)
+
 VOID = {"img", "meta", "br", "hr", "input", "link"}
 IDS = {"experiment": "exp1", "dataset": "toy", "model": "mlp"}
 
@@ -83,11 +85,11 @@ def built(tmp_path):
     num = {"value": 1.0, "baseline_value": 2.0, "effect": -1.0, "ci_low": -1.5,
            "ci_high": -0.5, "cohens_dz": -2.0, "n_seeds": 3}
     ledger = pd.DataFrame([
-        _claim("noisy_bn", "noisy BN trains a < b", "inconclusive", **IDS, norm="batchnorm",
+        _claim("noisy_bn", "noisy BN trains a < b", "undecided", **IDS, norm="batchnorm",
                **num),
         _claim("noisy_bn", "noisy BN trains a < b", "supported", experiment="exp2",
                dataset="toy", model="mlp", norm="batchnorm", **num),
-        _claim("ics_grad", "BN does not reduce ICS", "not supported", **IDS, norm="batchnorm",
+        _claim("ics_grad", "BN does not reduce ICS", CONTRA, **IDS, norm="batchnorm",
                **num),
         _claim("pd_data_vs_zero_bias", "zero bias claim", "not measured",
                note="no experiment runs both zero_bias and one of batchnorm"),
@@ -270,7 +272,7 @@ def test_sections_collapse_behind_the_claims_they_answer(built):
     head = [c for c in secs["sec-training"]["children"] if c["tag"] == "p"
             and "headline" in c["attrs"].get("class", "")]
     assert len(head) == 1
-    assert ("noisy_bn: undecided on exp1, supported at this setting on exp2"
+    assert ("noisy_bn: undecided on exp1, supported on exp2"
             in head[0]["text"])
     assert not [c for c in secs["sec-generalization"]["children"]
                 if "headline" in c.get("attrs", {}).get("class", "")]

@@ -16,25 +16,25 @@ def _row(cid, exp, adjusted, words, need, role="test"):
 def test_the_opening_counts_and_spells_out_the_ledgers_rows():
     ledger = pd.DataFrame([
         _row("ics_grad", "star", "supported", "batchnorm's ICS is 4.3x none's", 3.0),
-        _row("lipschitz", "star", "not supported", "5.7x none's", 4.0),
-        _row("grad_pred", "digits", "inconclusive", "0.99x none's", 12.0),
-        _row("beta_smooth", "digits", "inconclusive", "0.9x none's", np.inf),
+        _row("lipschitz", "star", "contradicted at this setting", "5.7x none's", 4.0),
+        _row("grad_pred", "digits", "undecided", "0.99x none's", 12.0),
+        _row("beta_smooth", "digits", "undecided", "0.9x none's", np.inf),
         _row("prop2_mu", "star", "supported", "1.01x", 3.0, role="implementation check"),
         {"claim_id": "noisy_bn", "claim": "c", "verdict": "not measured",
          "adjusted_verdict": "not measured", "role": "test"},
     ])
     text = prose.paragraphs(summary.rows(ledger, {}, set()))
     assert text[0] == ("This study measured 4 paper tests (4 claims); after Holm's adjustment "
-                       "over them, 1 are supported at this setting, 1 contradicted at this "
-                       "setting and 2 undecided.")
-    assert text[1] == ("Supported at this setting: batchnorm's ICS is 4.3x none's (ics_grad, "
+                       "over them, 1 are supported, 1 contradicted at this setting, 0 absent "
+                       "at this setting and 2 undecided.")
+    assert text[1] == ("Supported: batchnorm's ICS is 4.3x none's (ics_grad, "
                        "star: batchnorm vs none).")
     assert text[2].startswith("Contradicted at this setting: 5.7x none's (lipschitz, star")
     assert text[3] == ("Undecided: beta_smooth, grad_pred. At their observed effects and "
                        "spreads they would need 12 to 12 seeds (median 12) to be resolved "
                        "with 80% power; 1 sit on their rule's boundary.")
     assert text[4] == ("Counted apart, as they do not test a paper's claim statistically: 1 "
-                       "implementation check row (1 supported at this setting).")
+                       "implementation check row (1 supported).")
     assert prose.paragraphs(summary.rows(ledger.iloc[5:], {}, set())) == []
 
 

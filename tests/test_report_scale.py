@@ -41,12 +41,12 @@ def page(tmp_path, monkeypatch):
                               "split": "train", "diverged": False}
                              for n, s in runs for st in (0, 10)])
     ledger = pd.DataFrame([
-        _row("lipschitz", "not supported"),
+        _row("lipschitz", "contradicted at this setting"),
         _row("ics_grad", "supported", interval_level=0.983),
-        _row("grad_pred", "inconclusive"),
+        _row("grad_pred", "undecided"),
         _row("prop2_mu", "supported", role="implementation check"),
-        _row("prop2_deep_mu", "not supported", role="beyond the paper"),
-        _row("resnet_ics", "not supported", role="beyond the paper"),
+        _row("prop2_deep_mu", "contradicted at this setting", role="beyond the paper"),
+        _row("resnet_ics", "contradicted at this setting", role="beyond the paper"),
         _row("dannemann", "supported", effect=np.nan, ci_low=np.nan, ci_high=np.nan,
              experiment=""),
         _row("noisy_bn", "not measured", effect=np.nan, deviations="", note="no noisy BN"),
@@ -110,7 +110,7 @@ def test_the_headline_counts_paper_tests_apart_from_other_rows(page):
     seen = _visible(text[text.index('id="findings"'):])
     assert "Paper tests (3 rows, 2 decided; 3 claims)" in seen
     by_row = seen[seen.index("by row:"):seen.index("Counted apart")]
-    assert "1 supported at this setting" in by_row and "1 contradicted at this setting" in by_row
+    assert "1 supported" in by_row and "1 contradicted at this setting" in by_row
     assert "1 undecided" in by_row and "beyond" not in by_row
     apart = seen[seen.index("Counted apart"):]
     for k in ("exact computation", "implementation check", "by construction",

@@ -8,9 +8,9 @@ import pytest
 from scipy import stats
 from statsmodels.stats.power import TTestPower
 
+from bnstudy.claims import robust, skew
 from bnstudy.claims import sequential as sq
 from bnstudy.claims import simulation as mc
-from bnstudy.claims import skew
 from bnstudy.claims.rules import RULES, paired_effect, verdict
 
 ROUNDS = [3, 6, 12, 24]
@@ -56,22 +56,21 @@ def test_decide_looks_at_the_last_completed_round_only():
     x = rng.normal(0.0, 1.0, 10)
     d = sq.decide("less", x, ROUNDS, spending="equal")
     assert (d.look, d.n_seeds) == (1, 6)  # 10 seeds: the look at 6, the 4 extra ones unused
-    assert d.effect == pytest.approx(x[:6].mean())
-    half = stats.t.ppf(1 - 0.0125 / 2, 5) * x[:6].std(ddof=1) / math.sqrt(6)
-    # the ledger's interval: the Student-t one, widened where the skewness correction says
-    assert d.ci_low <= x[:6].mean() - half and d.ci_high >= x[:6].mean() + half
+    assert d.effect == pytest.approx(robust.hodges_lehmann(x[:6]))
+    # the ledger's interval: the skew-corrected t one at half the look's alpha (at 6 seeds the
+    # signed-rank part cannot close at 1 - 0.0125 / 2: 1/64 > 0.003)
     assert (d.ci_low, d.ci_high) == pytest.approx(skew.bounds(
-        x[:6].mean(), x[:6].std(ddof=1), skew.sample_skew(x[:6]), 6, 1 - 0.0125))
+        x[:6].mean(), x[:6].std(ddof=1), skew.sample_skew(x[:6]), 6, 1 - 0.0125 / 2))
     assert d.skew == pytest.approx(stats.skew(x[:6]))
     assert d.look_level == pytest.approx(1 - 0.0125)
-    assert d.verdict == "inconclusive" and not d.stop and d.next_seeds == 12
+    assert d.verdict == "undecided" and not d.stop and d.next_seeds == 12
     assert "look 2 of 4" in d.guarantee()
 
 
 def test_decide_stops_when_decided_or_at_the_last_round():
     # the default spending puts ~3e-8 on the first look: 3 seeds decide only an overwhelming
     # effect (t = 87 is not enough, t = 8700 is)
-    assert sq.decide("less", -5 + 0.1 * np.arange(3), ROUNDS).verdict == "inconclusive"
+    assert sq.decide("less", -5 + 0.1 * np.arange(3), ROUNDS).verdict == "undecided"
     assert sq.decide("less", -5 + 0.1 * np.arange(3), ROUNDS, spending="equal").stop
     decided = sq.decide("less", -5 + 0.001 * np.arange(3), ROUNDS)
     assert decided.verdict == "supported" and decided.stop and decided.next_seeds is None
@@ -126,8 +125,13 @@ def test_looking_every_round_at_a_fixed_level_inflates_the_error():
 def test_wrong_decisive_rate_at_the_margin_is_at_most_alpha(rule, spending, side):
     effect = mc.boundary(rule, MARGIN) if rule != "equivalent" else side * MARGIN
     r = mc.simulate(rule, effect, 1.0, ROUNDS, MARGIN, 0.95, spending, REPS, seed=11)
-    assert r["decisive"] <= 0.05 + MC_TOL, r
+    # at 0, a less / more rule's "absent" (inside the margin) is right, not an error
+    assert r["supported"] + r["not_supported"] <= 0.05 + MC_TOL, r
     assert r["stop_at"].sum() == pytest.approx(r["decisive"])
+    if rule in ("less", "more"):  # at the margin in the paper's direction: absent is wrong
+        edge = -MARGIN if rule == "less" else MARGIN
+        m = mc.simulate(rule, edge, 1.0, ROUNDS, MARGIN, 0.95, spending, REPS, seed=12)
+        assert m["absent"] + m["not_supported"] <= 0.05 + MC_TOL, m
 
 
 def test_real_effect_decides_with_fewer_seeds_than_a_fixed_design_of_equal_power():
@@ -138,8 +142,12 @@ def test_real_effect_decides_with_fewer_seeds_than_a_fixed_design_of_equal_power
     # the fixed design: one look at level 0.95, i.e. one-sided t at alpha/2, at the same power
     n_fixed = math.ceil(TTestPower().solve_power(effect_size=abs(effect) / sd, alpha=0.025,
                                                  power=power, alternative="larger"))
-    fixed = mc.simulate("less", effect, sd, [n_fixed], 0.0, 0.95, "equal", REPS, seed=6)
-    assert fixed["supported"] >= power - 3 * math.sqrt(power * (1 - power) / REPS)
+    tol = 3 * math.sqrt(power * (1 - power) / REPS)
+    # the t-test's count, raised until the rule itself reaches that power in one look (the
+    # Bonferroni split costs a seed or two: bnstudy.claims.robust)
+    while mc.simulate("less", effect, sd, [n_fixed], 0.0, 0.95, "equal", REPS,
+                      seed=6)["supported"] < power - tol:
+        n_fixed += 1
     # (0.85 with the plain Student-t interval; its skew-corrected hull is a little wider)
     assert r["expected_seeds"] < 0.9 * n_fixed, (r["expected_seeds"], n_fixed)
 
@@ -155,9 +163,11 @@ def test_summary_decision_matches_the_raw_one():
     raw = sq.decide("less", x, ROUNDS)
     summ = sq.decide_summary("less", x.mean(), x.std(ddof=1), 12, ROUNDS, 2,
                              skew=stats.skew(x))
-    assert (summ.ci_low, summ.ci_high, summ.verdict) == pytest.approx(
-        (raw.ci_low, raw.ci_high, raw.verdict))
-    assert sq.decide_summary("less", -1.0, np.nan, 3, ROUNDS, 0).verdict == "inconclusive"
+    # a summary has no ranks: its interval is the t part's alone, at the look's level (what a
+    # ledger without the rule's own verdict is continued on: bnstudy.replication.policy)
+    t_part = skew.bounds(x.mean(), x.std(ddof=1), stats.skew(x), 12, raw.look_level)
+    assert (summ.ci_low, summ.ci_high) == pytest.approx(t_part)
+    assert sq.decide_summary("less", -1.0, np.nan, 3, ROUNDS, 0).verdict == "undecided"
     with pytest.raises(ValueError, match="not a planned look"):
         sq.decide_summary("less", -1.0, 1.0, 3, ROUNDS, 4)
     with pytest.raises(ValueError, match="exceed"):

@@ -118,11 +118,12 @@ def test_the_verdicts_table_counts_paper_tests_by_adjusted_verdict(tmp_path):
     after Holm, one not supported before Holm but undecided after), an implementation check and
     an unmeasured row."""
     rows = [dict(claim_id="a", role="test", verdict="supported", adjusted_verdict="supported"),
-            dict(claim_id="a", role="test", verdict="not supported",
-                 adjusted_verdict="inconclusive"),
+            dict(claim_id="a", role="test", verdict="contradicted at this setting",
+                 adjusted_verdict="undecided"),
             dict(claim_id="b", role="implementation check", verdict="supported",
                  adjusted_verdict="supported"),
             dict(claim_id="c", role="test", verdict="not measured", adjusted_verdict=None)]
     c = readme.counts(pd.DataFrame(rows))
     assert c == {"tests": 2, "claims": 1, "other": {"implementation check": 1},
-                 "verdicts": {"supported": 1, "not supported": 0, "inconclusive": 1}}
+                 "verdicts": {"supported": 1, "contradicted at this setting": 0,
+                              "absent at this setting": 0, "undecided": 1}}

@@ -10,7 +10,8 @@ verdict moves along a learning-rate axis.
   repeated). Which one decides is stated by the claim's protocol (``decides``).
 - :func:`add_lr_notes`: where a study runs the same claim on experiments that differ only in the
   learning rate (an lr axis), each of those rows' note states the verdicts along the axis, e.g.
-  ``along the lr axis (after Holm): not supported at lr 0.001, 0.003; supported at lr 0.01``,
+  ``along the lr axis (after Holm): contradicted at this setting at lr 0.001, 0.003; supported
+  at lr 0.01``,
   from the measured rows' adjusted verdicts.
 """
 
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from bnstudy.claims import metrics as cm
+from bnstudy.claims import outcomes as O
 from bnstudy.claims import stage
 from bnstudy.claims.rules import paired_effect
 
@@ -66,7 +68,7 @@ def add_lr_notes(ledger: pd.DataFrame, setups: dict | None) -> pd.DataFrame:
         training = {k: v for k, v in s["training"].items() if k not in ("lr", "name")}
         return repr((s["dataset"], s["model"], sorted(training.items())))
 
-    measured = out[out["verdict"].isin(["supported", "not supported", "inconclusive"])]
+    measured = out[out["verdict"].isin(O.OUTCOMES)]
     keys = measured["experiment"].astype(str).map(same_but_lr)
     for (_, _, _), g in measured.groupby([measured["claim_id"], measured["norm"].astype(str),
                                           keys]):

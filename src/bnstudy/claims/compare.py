@@ -14,6 +14,18 @@ import math
 
 import pandas as pd
 
+from bnstudy.claims import outcomes as O
+
+
+def _words(ledger: pd.DataFrame) -> pd.DataFrame:
+    """``ledger`` with its verdicts in the outcome words (an older ledger's translated), so that
+    a ledger compared with its rerun under the new words differs only where an outcome does."""
+    out = ledger.copy()
+    for col in ("verdict", "adjusted_verdict"):
+        if col in out:
+            out[col] = [O.outcome(v) if isinstance(v, str) else v for v in out[col]]
+    return out
+
 KEY = ("claim_id", "experiment", "dataset", "model", "norm", "baseline")
 VERDICTS = ("verdict", "adjusted_verdict")
 
@@ -38,7 +50,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, tol: float = 1e-9) -> pd.DataFrame
     if isinstance(tol, bool) or not isinstance(tol, int | float) or not 0 <= tol < math.inf:
         raise ValueError(f"tol must be a finite number >= 0 (a relative difference of "
                          f"effects), got {tol!r}")
-    ka, kb = _keyed(a), _keyed(b)
+    ka, kb = _keyed(_words(a)), _keyed(_words(b))
     rows = []
     for key in sorted(set(ka.index) | set(kb.index)):
         ra = ka.loc[key] if key in ka.index else None

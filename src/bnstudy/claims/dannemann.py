@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bnstudy.claims import outcomes as O
+
 
 def dannemann_claim(df: pd.DataFrame | None) -> list[dict]:
     """Dannemann & Junike: at the plain optimum W* the BN loss gradient is not zero, gradient
@@ -14,7 +16,7 @@ def dannemann_claim(df: pd.DataFrame | None) -> list[dict]:
             "quantity": "||grad L_BN(W*)||; max |3w1 - 5w2| / (sqrt(34)||w||) after GD; Lemma "
                         "4.5 at W0 = W*",
             "rule": "supported iff the gradient norm > 1e-6, the GD residual < 1e-6 and the "
-                    "inequality fails at W0 = W*; not supported if the gradient vanishes or the "
+                    "inequality fails at W0 = W*; contradicted if the gradient vanishes or the "
                     "inequality holds", "baseline": "plain least squares", "role": "test",
             "curve": ""}
     if df is None or df.empty:
@@ -28,11 +30,11 @@ def dannemann_claim(df: pd.DataFrame | None) -> list[dict]:
     resid = float(final["line_residual_normalized"].abs().max())
     holds = bool(lemma["holds_reached"].iloc[0])
     if g > 1e-6 and resid < 1e-6 and not holds:
-        verdict = "supported"
+        verdict = O.SUPPORTED
     elif g <= 1e-6 or holds:
-        verdict = "not supported"
+        verdict = O.CONTRADICTED
     else:
-        verdict = "inconclusive"
+        verdict = O.UNDECIDED
     lhs, rhs = float(lemma["lhs_reached"].iloc[0]), float(lemma["rhs"].iloc[0])
     note = (f"||grad|| = {g:.4g}; GD residual {resid:.2g} over {len(final)} starts; Lemma 4.5 "
             f"{'holds' if holds else 'fails'} at W0 = W* (lhs {lhs:.4g} vs rhs {rhs:.4g})")
@@ -42,4 +44,5 @@ def dannemann_claim(df: pd.DataFrame | None) -> list[dict]:
                          f"the line 3 w1 = 5 w2, and Lemma 4.5 {'holds' if holds else 'fails'} "
                          "at W0 = W*",
              "verdict_means": "supported: W* is not stationary for BN and the lemma fails "
-                              "there; not supported: the gradient vanishes or the lemma holds"}]
+                              "there; contradicted at this setting: the gradient vanishes "
+                              "or the lemma holds"}]

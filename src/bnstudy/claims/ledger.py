@@ -52,7 +52,7 @@ from bnstudy.claims.annotate import annotate
 from bnstudy.claims.contrast import Contrast
 from bnstudy.claims.dannemann import dannemann_claim
 from bnstudy.claims.pairing import IDS, Claim, Levels, contrast_rows, norm_rows, unmeasured
-from bnstudy.claims.rules import RULE_TEXT
+from bnstudy.claims.rules import rule_text
 
 __all__ = ["CLAIMS", "IDS", "Claim", "dannemann_claim", "evaluate"]
 
@@ -249,7 +249,8 @@ def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95,
     at = Levels.of(level, levels)
     for c in CLAIMS:
         base = {"claim_id": c.key, "paper": c.paper, "claim": c.claim, "quantity": c.quantity,
-                "rule": RULE_TEXT[c.rule].format(m=c.margin),
+                "rule": rule_text(c.rule, c.margin),
+                "margin": c.margin, "margin_source": c.margin_source,
                 "baseline": c.baseline if c.contrast is None else c.contrast.describe(),
                 "role": c.role, "curve": ""}
         df = frames.get(c.table)

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from bnstudy.claims import outcomes as O
+
 BLOCK = re.compile(r"(<!-- ledger: (?P<dir>[^>]+?) -->\n)(?P<body>.*?)(<!-- /ledger -->)",
                    re.DOTALL)
 COLUMNS = ("claim", "where", "effect [95% CI]", "in words", "seeds", "verdict",
@@ -88,7 +90,7 @@ def _seeds(row: pd.Series) -> str:
 
 def _adjusted(row: pd.Series) -> str:
     a = row.get("adjusted_verdict")
-    return a if isinstance(a, str) and a else row["verdict"]
+    return O.outcome(a if isinstance(a, str) and a else row["verdict"])
 
 
 def _count(n) -> str:
@@ -117,7 +119,7 @@ def table(ledger: pd.DataFrame, measured_only: bool = False) -> str:
     for _, row in shown.iterrows():
         words = row.get("in_words")
         cells = (f"`{row['claim_id']}`", _where(row), _effect(row, base),
-                 words if isinstance(words, str) else "", _seeds(row), row["verdict"],
+                 words if isinstance(words, str) else "", _seeds(row), O.outcome(row["verdict"]),
                  _adjusted(row), _needed(row), str(row.get("deviations", "") or ""))
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     missing = sorted(set(ledger.loc[unmeasured, "claim_id"]) - set(shown["claim_id"]))

@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bnstudy.claims import outcomes as O
 from bnstudy.claims import skew as sk
 
 FAMILY_EXCLUDED_ROLES = ("implementation check",)
@@ -81,27 +82,69 @@ def rule_p_value(rule: str, effect: float, sd: float, n: int, margin: float,
     raise ValueError(f"unknown rule {rule!r}; valid: less, more, no_less, no_more, equivalent")
 
 
+P_COLUMNS = {"p_supported": O.SUPPORTED, "p_contradicted": O.CONTRADICTED,
+             "p_absent": O.ABSENT}
+
+
+def _row_p(r, rule) -> tuple[float, dict]:
+    """A row's p-value (twice the smallest of its outcomes' one-sided p-values, the rule's own:
+    :func:`bnstudy.claims.rules.outcome_p`) and those one-sided p-values by outcome; a row
+    without them (an older ledger) gets the t part's :func:`rule_p_value` alone."""
+    own = {O_: float(r[c]) for c, O_ in P_COLUMNS.items()
+           if c in r and r[c] is not None and pd.notna(r[c])}
+    if own:
+        return min(1.0, 2.0 * min(own.values())), own
+    p = float("nan") if rule is None or "effect" not in r else rule_p_value(
+        rule[0], r.get("effect_mean", r.get("effect", np.nan)), r.get("effect_sd", np.nan),
+        r.get("n_seeds", np.nan), rule[1], r.get("effect_skew", 0.0))
+    return p, {}
+
+
+def adjusted_outcome(verdict: str, own: dict, factor: float, alpha: float) -> str:
+    """The outcome a row keeps after the adjustment: each of its outcomes' one-sided p-values
+    (``own``) times ``factor`` (Holm's multiplier times the look's scaling) against
+    ``alpha / 2``; supported before contradicted before absent (an absent p-value can decide a
+    row whose contradicted one does not survive); both directions at once is undecided. A row
+    without ``own`` keeps its verdict where ``factor``-scaled p passes, as before."""
+    passed = [o for o in (O.SUPPORTED, O.CONTRADICTED, O.ABSENT)
+              if o in own and own[o] * factor < alpha / 2]
+    if O.SUPPORTED in passed and O.CONTRADICTED in passed:
+        return O.UNDECIDED
+    return passed[0] if passed else O.UNDECIDED
+
+
 def adjust(ledger: pd.DataFrame, level: float, rules: dict[str, tuple[str, float]]) -> pd.DataFrame:
     """``ledger`` with ``p_value``, ``p_adjusted`` (Holm over the family) and ``adjusted_verdict``;
     ``rules`` maps a claim id to its (rule, margin)."""
     alpha = 1.0 - level
     out = ledger.copy()
-    p = []
+    if "verdict" in out:
+        out["verdict"] = [O.outcome(v) if isinstance(v, str) else v for v in out["verdict"]]
+    p, owns = [], []
     for _, r in out.iterrows():
-        rule = rules.get(r["claim_id"])
-        p.append(float("nan") if rule is None or "effect" not in r else
-                 rule_p_value(rule[0], r.get("effect", np.nan), r.get("effect_sd", np.nan),
-                              r.get("n_seeds", np.nan), rule[1], r.get("effect_skew", 0.0)))
+        pv, own = _row_p(r, rules.get(r["claim_id"]))
+        p.append(pv)
+        owns.append(own)
+    scale = np.ones(len(out))
     if "interval_level" in out:  # sequential looks: p scaled by alpha / alpha_k
-        own = pd.to_numeric(out["interval_level"], errors="coerce").fillna(level).to_numpy()
-        p = np.minimum(1.0, np.asarray(p, dtype=float) * alpha / np.maximum(1.0 - own, 1e-300))
-    out["p_value"] = p
+        own_level = pd.to_numeric(out["interval_level"], errors="coerce").fillna(level).to_numpy()
+        scale = alpha / np.maximum(1.0 - own_level, 1e-300)
+    out["p_value"] = np.minimum(1.0, np.asarray(p, dtype=float) * scale)
     role = out["role"] if "role" in out else pd.Series("test", index=out.index)
     family = out["p_value"].notna() & ~role.isin(FAMILY_EXCLUDED_ROLES)
     out["p_adjusted"] = np.nan
     if family.any():
         out.loc[family, "p_adjusted"] = holm(out.loc[family, "p_value"].to_numpy())
-    decisive = out["verdict"].isin(["supported", "not supported"])
-    keep = ~family | (out["p_adjusted"] < alpha)
-    out["adjusted_verdict"] = out["verdict"].where(keep | ~decisive, "inconclusive")
+    adjusted = []
+    for k, (i, r) in enumerate(out.iterrows()):
+        v = r["verdict"]
+        if not family[i] or v not in O.DECIDED and not owns[k]:
+            adjusted.append(v)
+            continue
+        if not owns[k]:  # an older ledger's row: its verdict, where the adjusted p passes
+            adjusted.append(v if r["p_adjusted"] < alpha else O.UNDECIDED)
+            continue
+        holm_factor = r["p_adjusted"] / r["p_value"] if r["p_value"] > 0 else 1.0
+        adjusted.append(adjusted_outcome(v, owns[k], scale[k] * max(holm_factor, 1.0), alpha))
+    out["adjusted_verdict"] = adjusted
     return out

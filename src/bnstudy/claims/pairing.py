@@ -12,7 +12,7 @@ import pandas as pd
 
 from bnstudy.claims import skew, words
 from bnstudy.claims.contrast import Contrast, pairs
-from bnstudy.claims.rules import paired_effect, verdict
+from bnstudy.claims.rules import outcome_p, paired_effect, verdict
 from bnstudy.claims.sequential import row_look
 
 IDS = ["experiment", "dataset", "model"]
@@ -65,6 +65,9 @@ class Claim:
     baseline: str | None = "none"  # None: the values themselves are the effect (one-sample)
     rule: str = "less"
     margin: float = 0.0
+    # where ``margin`` comes from, declared with it before any data: "paper: <figure, table or
+    # equation, and how the number was read>" or "project: <why this value>"
+    margin_source: str = ""
     role: str = "test"  # or "implementation check", "beyond the paper": see the docstring
     curve: Callable[[pd.DataFrame, str, str], str] | None = None  # (table, norm, experiment)
     contrast: Contrast | None = None  # pairs experiments instead of normalizers (contrast.py)
@@ -92,6 +95,8 @@ def measured_row(base: dict, c: Claim, level: float | Levels, arm: pd.Series,
     if isinstance(level, Levels):
         level = level.at(runs_of, paired_seeds(arm, against))
     eff = paired_effect(arm, against, level)
+    diff = (arm - against).dropna()
+    eff.update(outcome_p(c.rule, diff.to_numpy(dtype=float), c.margin))
     flag = bool(eff["n_seeds"] >= 3 and skew.skew_flag(eff["effect_skew"], eff["n_seeds"]))
     note = "" if eff["n_seeds"] >= 2 else "fewer than 2 paired seeds"
     if flag:

@@ -146,6 +146,16 @@ def used_levels(ledger: pd.DataFrame, level: float,
     return out
 
 
+def margin_seeds(rule: str, effect: float, sd: float, margin: float, level: float) -> float:
+    """Seeds for 80% power against the other boundary of a directional rule with a margin:
+    the distance of the effect from the margin point (``-margin`` for ``less``, ``+margin`` for
+    ``more``), where *absent at this setting* is decided; NaN for other rules or no margin."""
+    if rule not in ("less", "more") or not margin > 0:
+        return math.nan
+    point = -margin if rule == "less" else margin
+    return seeds_needed("no_more", effect - point, sd, 0.0, level)
+
+
 def add_columns(ledger: pd.DataFrame, level: float,
                 rules: dict[str, tuple[str, float]]) -> pd.DataFrame:
     """``ledger`` with ``power_level``, ``seeds_needed`` (and its ``_low`` / ``_high`` range)
@@ -153,10 +163,12 @@ def add_columns(ledger: pd.DataFrame, level: float,
     out = ledger.copy()
     used = used_levels(out, level, rules)
     cols = {c: [] for c in ("power_level", "seeds_needed", "seeds_needed_low",
-                            "seeds_needed_high", "detectable_effect")}
+                            "seeds_needed_high", "seeds_needed_margin", "detectable_effect")}
     for i, r in out.iterrows():
         rule, n = rules.get(r["claim_id"]), r.get("n_seeds", np.nan)
-        eff, sd = r.get("effect", np.nan), r.get("effect_sd", np.nan)
+        eff = r.get("effect_mean", r.get("effect", np.nan))
+        eff = r.get("effect", np.nan) if eff is None or pd.isna(eff) else eff
+        sd = r.get("effect_sd", np.nan)
         if rule is None or pd.isna(n) or n < 2:
             for v in cols.values():
                 v.append(math.nan)
@@ -171,6 +183,7 @@ def add_columns(ledger: pd.DataFrame, level: float,
         cols["seeds_needed"].append(need)
         cols["seeds_needed_low"].append(low)
         cols["seeds_needed_high"].append(high)
+        cols["seeds_needed_margin"].append(margin_seeds(rule[0], eff, sd, rule[1], lv))
         cols["detectable_effect"].append(detectable_effect(sd, int(n), lv))
     for c, v in cols.items():
         out[c] = v

@@ -60,12 +60,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bnstudy.claims import outcomes as O
+from bnstudy.claims import robust
 from bnstudy.claims import skew as sk
 from bnstudy.claims.rules import RULES, verdict
 
 SPENDING = ("obf", "equal", "linear")
 DEFAULT_SPENDING = "obf"
-CODES = {1: "supported", -1: "not supported", 0: "inconclusive"}
+CODES = {1: O.SUPPORTED, -1: O.CONTRADICTED, 2: O.ABSENT, 0: O.UNDECIDED}
 
 
 def check_rounds(rounds) -> tuple[int, ...]:
@@ -167,7 +169,7 @@ class Decision:
     @property
     def stop(self) -> bool:
         """Decided, or the last planned round reached."""
-        return self.verdict != "inconclusive" or self.final
+        return self.verdict != O.UNDECIDED or self.final
 
     @property
     def next_seeds(self) -> int | None:
@@ -176,9 +178,9 @@ class Decision:
 
     def guarantee(self) -> str:
         return (f"look {self.look + 1} of {len(self.rounds)} (rounds {list(self.rounds)}): "
-                f"skew-corrected interval at level {self.look_level:.4g}; all looks' intervals "
-                f"cover the true effect together with probability >= {self.level:g} (alpha "
-                f"split over looks)")
+                f"the rule's interval (robust.bounds) at level {self.look_level:.4g}; all "
+                f"looks' intervals cover the true effect together with probability >= "
+                f"{self.level:g} (alpha split over looks)")
 
 
 def decide(rule: str, diffs, rounds, margin: float = 0.0, level: float = 0.95,
@@ -195,10 +197,10 @@ def decide(rule: str, diffs, rounds, margin: float = 0.0, level: float = 0.95,
     x = x[: rounds[k]]
     x = x[np.isfinite(x)]
     n, lo, hi, g = len(x), np.nan, np.nan, sk.sample_skew(x)
-    mean = float(x.mean()) if n else np.nan
+    est = robust.hodges_lehmann(x) if n else np.nan
     if n >= 2:
-        lo, hi = sk.bounds(mean, float(x.std(ddof=1)), g, n, 1 - float(alphas[k]))
-    return Decision(rule, float(margin), rounds, k, n, mean, g, lo, hi, 1 - float(alphas[k]),
+        lo, hi = robust.bounds(x, 1 - float(alphas[k]))
+    return Decision(rule, float(margin), rounds, k, n, est, g, lo, hi, 1 - float(alphas[k]),
                     float(level), verdict(rule, lo, hi, margin))
 
 
@@ -226,12 +228,16 @@ def decide_summary(rule: str, effect: float, sd: float, n_seeds: int, rounds, lo
 
 
 def verdict_codes(rule: str, lo, hi, margin: float) -> np.ndarray:
-    """:func:`bnstudy.claims.rules.verdict` on arrays: 1 supported, -1 not supported, 0 else."""
+    """:func:`bnstudy.claims.rules.verdict` on arrays: 1 supported, -1 contradicted, 2 absent
+    (a directional rule with a margin), 0 undecided."""
     lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    absent = np.zeros(lo.shape, dtype=bool)
     if rule == "less":
         sup, nsup = hi < 0, lo > 0
+        absent = (margin > 0) & (lo > -margin)
     elif rule == "more":
         sup, nsup = lo > 0, hi < 0
+        absent = (margin > 0) & (hi < margin)
     elif rule == "no_less":
         sup, nsup = lo > -margin, hi < -margin
     elif rule == "no_more":
@@ -240,5 +246,5 @@ def verdict_codes(rule: str, lo, hi, margin: float) -> np.ndarray:
         sup, nsup = (-margin < lo) & (hi < margin), (hi < -margin) | (lo > margin)
     else:
         raise ValueError(f"unknown rule {rule!r}; valid: {', '.join(RULES)}")
-    finite = np.isfinite(lo) & np.isfinite(hi)
-    return np.where(finite & sup, 1, np.where(finite & nsup, -1, 0))
+    ok = np.isfinite(lo) & np.isfinite(hi) & (lo <= hi)
+    return np.where(ok & sup, 1, np.where(ok & nsup, -1, np.where(ok & absent, 2, 0)))

@@ -3,10 +3,11 @@
 The ledger's effect is a number on the claim's scale (a natural-log ratio for most claims, a
 difference in percentage points, a relative deviation from a closed form); a reader should not
 need the code to read it. :func:`effect_words` turns a row into e.g. "batchnorm's ICS is 4.0x
-none's [1.1x, 14x]", and :func:`rule_words` says what *supported* and *not supported* mean for
+none's [1.1x, 14x]", and :func:`rule_words` says what each outcome means for
 the row's rule and margin, e.g. for "BN does not reduce ICS": "supported: batchnorm's ICS is
-reliably above 0.8x none's; not supported: reliably below it". A claim declares its scale and
-a short name for its quantity (``scale``, ``what`` on :class:`~bnstudy.claims.pairing.Claim`).
+reliably above 0.8x none's; contradicted at this setting: reliably below it". A claim declares
+its scale and a short name for its quantity (``scale``, ``what`` on
+:class:`~bnstudy.claims.pairing.Claim`).
 
 Scales: ``log`` (effect = log(arm / baseline), shown as a ratio ``exp(effect)``), ``points``
 (a difference in percentage points), ``relative`` (arm / reference - 1, shown in percent),
@@ -16,6 +17,8 @@ Scales: ``log`` (effect = log(arm / baseline), shown as a ratio ``exp(effect)``)
 from __future__ import annotations
 
 import math
+
+from bnstudy.claims import outcomes as O
 
 SCALES = ("log", "points", "relative", "diff")
 
@@ -69,7 +72,8 @@ def effect_words(effect, low, high, *, scale: str, what: str, norm: str = "",
 
 def rule_words(rule: str, margin: float, *, scale: str, what: str, norm: str = "",
                baseline: str | None = None) -> str:
-    """What 'supported' and 'not supported' mean for this row."""
+    """What each outcome means for this row (with a directional rule's margin, also when it is
+    absent at this setting)."""
     what = what or "quantity"
     arm, base = _sides(norm, baseline)
     ref = f"{base}" if base else ("1x" if scale == "log" else "0")
@@ -77,50 +81,40 @@ def rule_words(rule: str, margin: float, *, scale: str, what: str, norm: str = "
         word = "below" if rule == "less" else "above"
         other = "above" if rule == "less" else "below"
         tail = f" {base}" if base else (" 1x" if scale == "log" else " 0")
-        return (f"supported: {arm} {what} is reliably {word}{tail}; not supported: reliably "
-                f"{other} it")
+        text = (f"supported: {arm} {what} is reliably {word}{tail}; contradicted at this setting: "
+                f"reliably {other} it")
+        if margin > 0:
+            edge = (_ratio(-margin if rule == "less" else margin) if scale == "log"
+                    else _show(-margin if rule == "less" else margin, scale))
+            text += (f"; absent at this setting: reliably not {word} {edge}"
+                     f"{' ' + base if base else ''} (the margin)")
+        return text
     if scale == "log":
         lo, hi = _ratio(-margin), _ratio(margin)
     else:
         lo, hi = _show(-margin, scale), _show(margin, scale)
     of = f" {base}" if base else ""
     if rule == "no_less":
-        return (f"supported: {arm} {what} is reliably above {lo}{of}; not supported: reliably "
-                f"below {lo}{of}")
+        return (f"supported: {arm} {what} is reliably above {lo}{of}; contradicted at this "
+                f"setting: reliably below {lo}{of}")
     if rule == "no_more":
-        return (f"supported: {arm} {what} is reliably below {hi}{of}; not supported: reliably "
-                f"above {hi}{of}")
+        return (f"supported: {arm} {what} is reliably below {hi}{of}; contradicted at this "
+                f"setting: reliably above {hi}{of}")
     if rule == "equivalent":
         return (f"supported: {arm} {what} is reliably within {lo} to {hi}{of or ' of ' + ref}; "
-                f"not supported: reliably outside that range")
+                f"contradicted at this setting: reliably outside that range")
     raise ValueError(f"unknown rule {rule!r}")
 
 
-# The ledger's verdicts as a reader should read them: the ledger keeps its four values (code and
-# tests compare them), the report and the README show these words. 'not supported' means a
-# confident effect on the rule's other side, not an absence of evidence; 'inconclusive' means
-# the interval straddles the rule's boundary.
-VERDICT_WORDS = {
-    "supported": "supported at this setting",
-    "not supported": "contradicted at this setting",
-    "inconclusive": "undecided",
-    "not measured": "not measured",
-    "mixed": "mixed",
-}
-VERDICT_MEANING = {
-    "supported": "the interval lies wholly on the claim's side of the rule's boundary",
-    "not supported": "the interval lies wholly on the other side: a confident effect against "
-                     "the claim, at this study's data, model, steps and seeds",
-    "inconclusive": "the interval straddles the boundary: more seeds could decide either way",
-    "not measured": "the study did not run what the claim needs",
-    "mixed": "the claim's rows (experiments or normalizers) disagree: some rows decide one "
-             "way, others the other way or not at all",
-}
+# The ledger's outcomes are written in their own words everywhere (bnstudy.claims.outcomes defines
+# them once); 'contradicted at this setting' means a confident effect on the rule's other side,
+# not an absence of evidence; 'undecided' means the interval straddles the rule's boundary.
+VERDICT_WORDS = {v: v for v in O.ALL}
+VERDICT_MEANING = dict(O.MEANING)
 
 
 def verdict_word(verdict: str) -> str:
     """The words a reader sees for a ledger verdict (``mixed`` for a claim whose rows
-    disagree), e.g. 'contradicted at this setting' for 'not supported'."""
-    if verdict not in VERDICT_WORDS:
-        raise ValueError(f"unknown verdict {verdict!r}; valid choices: {list(VERDICT_WORDS)}")
-    return VERDICT_WORDS[verdict]
+    disagree): the outcome itself, an older ledger's words translated ('not supported' is
+    'contradicted at this setting')."""
+    return O.outcome(verdict)

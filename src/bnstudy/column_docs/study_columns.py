@@ -100,13 +100,19 @@ COLUMNS = {
         "quantity": ("string",
                      "the per-run number compared and how it is reduced (its scale: usually a "
                      "log)"),
-        "rule": ("string", "when the verdict is `supported` / `not supported`, from the interval"),
+        "rule": ("string", "when the verdict is each outcome (bnstudy.claims.outcomes), from the "
+                           "interval"),
+        "margin": "the smallest effect of interest, declared with the claim before data (its "
+                  "scale; 0: none)",
+        "margin_source": ("string", "where the margin comes from: `paper: <figure, table or "
+                                    "equation, how read>` or `project: <why>`"),
         "baseline": ("string",
                      "the compared normalizer, or (a contrast) the compared experiment; empty "
                      "for a one-sample row"),
         "role": ("string", "`test`, `implementation check` or `beyond the paper`"),
         "curve": ("string", "Luo rows: the closed form and constant compared with"),
-        "verdict": ("string", "`supported`, `not supported`, `inconclusive` or `not measured`"),
+        "verdict": ("string", "`supported`, `contradicted at this setting`, `absent at this "
+                               "setting`, `undecided` or `not measured` (bnstudy.claims.outcomes)"),
         "note": ("string",
                  "why a row is not measured; collapsed or diverged runs, schedule confounds; "
                  "the checkpoints a stage-matched row used (bnstudy.claims.stage); a verdict's "
@@ -129,20 +135,25 @@ COLUMNS = {
         "value": ("float",
                   "mean over seeds of the arm's per-run quantity (dannemann: ||grad C^(W*)||)"),
         "baseline_value": "mean over seeds of the baseline's per-run quantity (0: one-sample)",
-        "effect": "mean over seeds of the paired effect, arm - baseline, in the quantity's "
-                  "scale (dannemann: ||grad C^(W*)||)",
-        "ci_low": "lower end of the effect's interval at `interval_level` (Student-t, widened "
-                  "for skewed differences: bnstudy.claims.skew)",
-        "ci_high": "upper end of the effect's interval at `interval_level` (Student-t, widened "
-                   "for skewed differences: bnstudy.claims.skew)",
-        "cohens_dz": "Cohen's d_z: effect / effect_sd",
+        "effect": "the rule's estimate of the paired effect, arm - baseline, in the quantity's "
+                  "scale: the Hodges-Lehmann shift (median of the Walsh averages; dannemann: "
+                  "||grad C^(W*)||)",
+        "effect_mean": "mean over seeds of the paired effect",
+        "ci_low": "lower end of the rule's interval at `interval_level` (skew-corrected t and "
+                  "exact signed-rank, each at half the level, intersected: "
+                  "bnstudy.claims.robust)",
+        "ci_high": "upper end of the rule's interval at `interval_level` (bnstudy.claims.robust)",
+        "p_supported": "one-sided p-value of the supported outcome (the rule's, unscaled)",
+        "p_contradicted": "one-sided p-value of the contradicted outcome (the rule's, unscaled)",
+        "p_absent": "one-sided p-value of the absent outcome (NaN without a margin)",
+        "cohens_dz": "Cohen's d_z: effect_mean / effect_sd",
         "effect_sd": "standard deviation of the paired effects over seeds (ddof 1)",
         "effect_skew": "sample skewness of the paired effects over seeds (m3 / m2^1.5)",
         "skew_flag": "whether effect_skew is beyond what normal differences give at 95% "
                      "(the verdict then rests on the interval's skewness correction)",
         "n_seeds": ("integer", "seeds with a finite paired effect (count)"),
         "in_words": "the effect and its interval as a sentence",
-        "verdict_means": "what `supported` and `not supported` mean for this row",
+        "verdict_means": "what each outcome means for this row",
         "interval_level": "level of the row's interval: the study's `ci`, or, over a replicated "
                           "experiment, 1 - alpha_k of the look its paired seeds were taken at",
         "power_level": "level the power columns use: interval_level after Holm's step at the "
@@ -157,7 +168,7 @@ COLUMNS = {
         "p_value": "p-value of the rule's decision (scaled by alpha / alpha_k at a sequential "
                    "look)",
         "p_adjusted": "Holm-adjusted p-value over the study's measured test rows",
-        "adjusted_verdict": ("string", "the verdict after Holm's adjustment (`inconclusive` where "
+        "adjusted_verdict": ("string", "the verdict after Holm's adjustment (`undecided` where "
                                        "p_adjusted >= alpha)"),
     },
     "replication": {

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bnstudy.claims import sequential
+from bnstudy.claims import outcomes, sequential
 
 KEYS = ("start", "max", "rounds", "spending")
 
@@ -104,9 +104,13 @@ def continuing(ledger: pd.DataFrame, rules: dict[str, tuple[str, float]],
         open_ = False
         for _, r in rows.iterrows():
             rule, margin = rules[r["claim_id"]]
-            d = sequential.decide_summary(rule, r["effect"], r["effect_sd"], int(r["n_seeds"]),
-                                          policy.rounds, look, margin, level, policy.spending,
-                                          r.get("effect_skew", 0.0))
-            open_ |= not d.stop
+            d = sequential.decide_summary(rule, r.get("effect_mean", r["effect"]), r["effect_sd"],
+                                          int(r["n_seeds"]), policy.rounds, look, margin, level,
+                                          policy.spending, r.get("effect_skew", 0.0))
+            # the row's own verdict is the rule's (bnstudy.claims.robust) at its look's level;
+            # the summary's t part alone decides for a ledger without one
+            decided = (outcomes.outcome(r["verdict"]) in outcomes.DECIDED
+                       if isinstance(r.get("verdict"), str) else d.verdict in outcomes.DECIDED)
+            open_ |= not (decided or d.final)
         out[exp] = open_
     return out

@@ -25,11 +25,11 @@ import json
 import pandas as pd
 
 from bnstudy import io
-from bnstudy.claims import sequential
+from bnstudy.claims import outcomes, sequential
 from bnstudy.claims.ledger import evaluate
 from bnstudy.tables import aggregation
 
-DECIDED = ("supported", "not supported")
+DECIDED = outcomes.DECIDED
 
 
 def frames(results: str, grid: dict, spec: dict) -> dict[str, pd.DataFrame]:

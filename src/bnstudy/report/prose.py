@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import statistics
 
+from bnstudy.claims import outcomes as O
 from bnstudy.claims import words
 
 SHOWN = 6  # decided rows spelled out per verdict; the rest are counted
@@ -47,13 +48,13 @@ def paragraphs(display_rows: list[dict]) -> list[str]:
     others = [r for r in measured if r["kind"] != "paper test"]
     if not measured:
         return []
-    by = {v: [r for r in tests if r["adjusted"] == v] for v in ("supported", "not supported")}
+    by = {v: [r for r in tests if r["adjusted"] == v] for v in O.DECIDED}
     undecided = [r for r in tests if r["adjusted"] not in by]
     claims = {r["claim_id"] for r in tests}
     out = [f"This study measured {len(tests)} paper tests ({len(claims)} claims); after Holm's "
-           f"adjustment over them, {len(by['supported'])} are "
-           f"{words.verdict_word('supported')}, {len(by['not supported'])} "
-           f"{words.verdict_word('not supported')} and {len(undecided)} undecided."]
+           f"adjustment over them, {len(by[O.SUPPORTED])} are {O.SUPPORTED}, "
+           f"{len(by[O.CONTRADICTED])} {O.CONTRADICTED}, {len(by[O.ABSENT])} {O.ABSENT} "
+           f"and {len(undecided)} {O.UNDECIDED}."]
     for verdict, rows in by.items():
         if rows:
             out.append(f"{words.verdict_word(verdict).capitalize()}: {_listing(rows)}.")

@@ -21,11 +21,12 @@ from pathlib import Path
 import pandas as pd
 
 from bnstudy.claims import markdown, words
+from bnstudy.claims import outcomes as O
 from bnstudy.report import summary
 
 BLOCK = re.compile(r"(<!-- verdicts: (?P<dirs>[^>]+?) -->\n)(?P<body>.*?)(<!-- /verdicts -->)",
                    re.S)
-COLUMNS = ("supported", "not supported", "inconclusive")
+COLUMNS = O.OUTCOMES
 PLURAL = {"implementation check": "implementation checks", "exact computation":
           "exact computations"}
 
@@ -34,6 +35,7 @@ def counts(ledger: pd.DataFrame) -> dict:
     """The paper tests' adjusted verdicts, the claims they test, and the other measured rows by
     kind."""
     adjusted = ledger.get("adjusted_verdict", ledger["verdict"]).fillna(ledger["verdict"])
+    adjusted = adjusted.map(O.outcome)
     kinds = ledger.apply(summary.kind, axis=1)
     measured = ledger["verdict"] != "not measured"
     tests = measured & (kinds == summary.PAPER_TEST)

@@ -13,9 +13,11 @@ import html
 
 import pandas as pd
 
+from bnstudy.claims import outcomes as O
+
 
 def _cell(r) -> str:
-    v = str(r["adjusted_verdict"])
+    v = O.outcome(str(r["adjusted_verdict"]))
     return f'<td class="v v-{v.replace(" ", "-")}">{html.escape(v)}</td>'
 
 
@@ -39,7 +41,7 @@ def context(df: pd.DataFrame | None) -> list[dict]:
                         + "</tr>")
         last = rounds.iloc[-1]
         undecided = rows[(rows["round"] == last["round"])
-                         & ~rows["adjusted_verdict"].isin(["supported", "not supported"])]
+                         & ~rows["adjusted_verdict"].map(O.outcome).isin(O.DECIDED)]
         why = ("every row over its runs decided" if undecided.empty else
                f"the last planned round reached with {len(undecided)} row(s) undecided"
                if not last["continue"] else "still going")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bnstudy.claims import ledger as claims
+from bnstudy.claims import outcomes as O
 from bnstudy.claims import words
 
 # Cohen's d_z (mean / sd of the paired differences) is shown from this many seeds on: below
@@ -138,7 +139,7 @@ def rows(ledger: pd.DataFrame, section_of: dict[str, tuple[str, str]],
     out = []
     for _, r in ledger.iterrows():
         role = r.get("role")
-        adjusted = _text(r.get("adjusted_verdict")) or r["verdict"]
+        adjusted = words.verdict_word(_text(r.get("adjusted_verdict")) or r["verdict"])
         out.append({
             "claim_id": r["claim_id"], "paper": _text(r.get("paper")), "claim": r["claim"],
             "quantity": _text(r.get("quantity")), "curve": _text(r.get("curve")),
@@ -147,7 +148,7 @@ def rows(ledger: pd.DataFrame, section_of: dict[str, tuple[str, str]],
             "experiment": _text(r.get("experiment")), "setting": "",
             "protocol": _text(r.get("protocol")),
             "rule": _text(r.get("rule")), "note": _text(r.get("note")),
-            "verdict": r["verdict"], "where": where(r),
+            "verdict": words.verdict_word(r["verdict"]), "where": where(r),
             "verdict_word": words.verdict_word(r["verdict"]),
             "adjusted_word": words.verdict_word(adjusted),
             "effect": effect(r),
@@ -164,9 +165,8 @@ def rows(ledger: pd.DataFrame, section_of: dict[str, tuple[str, str]],
 
 
 def _ranked(verdicts) -> list[tuple[str, int, str]]:
-    """``[(verdict, count, words)]`` in the order supported, not supported, inconclusive, not
-    measured, mixed."""
-    order = ("supported", "not supported", "inconclusive", "not measured", "mixed")
+    """``[(verdict, count, words)]`` in the order of :data:`bnstudy.claims.outcomes.ALL`."""
+    order = O.ALL
     counts: dict[str, int] = {}
     for v in verdicts:
         counts[v] = counts.get(v, 0) + 1
@@ -196,7 +196,7 @@ def found(display_rows: list[dict]) -> dict:
             groups.append({"claim_id": r["claim_id"], "claim": r["claim"], "rows": [],
                            "section": r["section"], "section_anchor": r["section_anchor"]})
         groups[-1]["rows"].append(r)
-    decided = sum(r["adjusted"] in ("supported", "not supported") for r in tests)
+    decided = sum(r["adjusted"] in O.DECIDED for r in tests)
     return {"rows": measured, "groups": groups, "counts": _ranked(r["adjusted"] for r in tests),
             "n_tests": len(tests), "n_decided": decided,
             "claim_counts": _ranked(claim_verdicts), "n_claims": len(by_claim),

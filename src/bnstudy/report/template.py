@@ -37,8 +37,9 @@ nav.toc ol{columns:2 22em;margin:.3em 0;padding-left:1.4em} nav.toc li{margin:.1
 .up{font-size:.75em;font-weight:normal;margin-left:.6em}
 .v{font-weight:bold;white-space:nowrap} .nw{white-space:nowrap}
 details summary{cursor:pointer} table.found td{font-size:.95em}
-.v-supported{background:#d4edda} .v-not-supported{background:#f8d7da}
-.v-inconclusive{background:#fff3cd} .v-not-measured{background:#e2e3e5}
+.v-supported{background:#d4edda} .v-contradicted-at-this-setting{background:#f8d7da}
+.v-absent-at-this-setting{background:#d6e4f0}
+.v-undecided{background:#fff3cd} .v-not-measured{background:#e2e3e5}
 .unmeasured{font-size:.92em;color:#444}
 .counts span{display:inline-block;padding:1px 8px;margin-right:.4em;border-radius:3px}
 .scale{font-size:1.05em} .dev{color:#7a3b00;font-size:.92em} ul.setting li{margin:.25em 0}
