@@ -199,9 +199,11 @@ def test_a_blow_up_counts_as_the_worst_value():
         assert "blow-up" in by.loc[key, "quantity"]
 
 
-def test_loss_variation_and_gradient_change_are_relative_to_the_point():
-    """An arm that interpolates (loss ~1e-6) is compared on its own scale: the loss variation
-    over the point's loss, the gradient change over the point's gradient norm."""
+def test_the_paper_tests_read_the_absolute_quantities_and_the_relative_ones_are_beyond():
+    """Issue 46: the paper tests read the quantities Santurkar et al. plot (the absolute loss
+    range, Figs. 4a / 10a; the absolute l2 gradient change, Fig. 4b); an arm that interpolates
+    (loss ~1e-6) is compared on its own scale by rows of their own, beyond the paper: the loss
+    variation over the point's loss, the gradient change over the point's gradient norm."""
     rows = []
     for norm, loss, var, gnorm in (("batchnorm", 1.0, 0.1, 1.0), ("none", 1e-6, 1e-8, 1e-3)):
         for seed in range(3):
@@ -210,10 +212,17 @@ def test_loss_variation_and_gradient_change_are_relative_to_the_point():
                          "loss_min": loss, "loss_max": loss + var * (1 + 0.1 * seed),
                          "grad_norm": gnorm, "grad_pred_max": 0.5 * gnorm * (1 + 0.1 * seed)})
     by = claims.evaluate({"smoothness": pd.DataFrame(rows)}).set_index("claim_id")
-    assert by.loc["lipschitz", "effect"] == pytest.approx(np.log(0.1 / 1e-2))
-    assert by.loc["grad_pred", "effect"] == pytest.approx(0.0, abs=1e-9)
-    assert "relative to the point's own" in by.loc["grad_pred", "quantity"]
-    assert "/ loss at the checkpoint" in by.loc["lipschitz", "quantity"]
+    assert by.loc["lipschitz_rel", "effect"] == pytest.approx(np.log(0.1 / 1e-2))
+    assert by.loc["grad_pred_rel", "effect"] == pytest.approx(0.0, abs=1e-9)
+    assert "relative to the point's own" in by.loc["grad_pred_rel", "quantity"]
+    assert "/ loss at the checkpoint" in by.loc["lipschitz_rel", "quantity"]
+    assert (by.loc[["lipschitz_rel", "grad_pred_rel"], "role"] == "beyond the paper").all()
+    # the absolute ones: BN's loss range 0.1 against 1e-8, its gradient change 1000x none's
+    assert by.loc["lipschitz", "effect"] == pytest.approx(np.log(0.1 / 1e-8))
+    assert by.loc["grad_pred", "effect"] == pytest.approx(np.log(1000.0))
+    assert (by.loc[["lipschitz", "grad_pred"], "role"] == "test").all()
+    assert by.loc["grad_pred", "margin_source"].startswith("paper: Santurkar et al.")
+    assert "about 0.01x" in by.loc["grad_pred", "in_words"]
 
 
 def test_single_seed_is_inconclusive():

@@ -60,7 +60,9 @@ def test_every_measured_row_has_its_power_from_the_paired_differences():
     bn, none = [1.0, 1.5, 0.9, 1.3], [2.0, 1.8, 2.6, 2.1]
     ledger = claims.evaluate({"smoothness": _smoothness(bn, none)})
     measured = ledger[ledger["verdict"] != "not measured"]
-    assert len(measured) == 3 and measured["seeds_needed"].notna().all()
+    assert len(measured) == 5 and measured["seeds_needed"].notna().all()  # 2 relative rows
+    directional = measured["rule"].str.contains("absent")
+    assert directional.all() and measured["seeds_needed_margin"].notna().all()
     assert measured["detectable_effect"].notna().all()
     row = measured.set_index("claim_id").loc["beta_smooth"]
     d = np.log(bn) - np.log(none)

@@ -3,8 +3,12 @@
 - Rows beyond the paper (role ``beyond the paper``): Santurkar et al.'s claims measured on a
   ResNet (their footnote 4 sets ResNets aside as a confounder; the paper makes no claim about
   them). A row is a ResNet's when the claim's table names the architecture (``arch``) as a
-  ResNet, or else when its model key contains ``resnet``. (Proposition 2's deeper-layer claims
-  carry the role in the claim itself: :mod:`bnstudy.claims.ledger`.)
+  ResNet, or else when its model key contains ``resnet``; and ``noisy_bn`` on a deep linear net
+  (Santurkar et al. ran noisy BN on VGG / CIFAR-10 only). (Proposition 2's deeper-layer claims,
+  the relative smoothness rows and Luo's corrected curve carry the role in the claim itself:
+  :mod:`bnstudy.claims.ledger`.)
+- A test row over fewer than two paired seeds (the dannemann study's one-seed figure runs)
+  becomes a ``one-seed illustration``: it has no interval and tests nothing.
 - Collapsed runs (:func:`collapsed`, from the ``training`` table): a run is at chance at a
   checkpoint when its training accuracy is at most ``c + CHANCE_SLACK (1 - c)``, ``c`` the
   median training accuracy at step 0 of the runs the row compares (untrained nets: chance for
@@ -29,6 +33,7 @@ import pandas as pd
 
 CHANCE_SLACK = 0.1
 BEYOND = "beyond the paper"
+ILLUSTRATION = "one-seed illustration"  # a figure's runs: no interval, no test
 RUN = ["experiment", "norm", "seed"]
 CONFOUND_CLAIMS = ("luo_gamma_batch", "luo_large_batch", "luo_dropout")
 SUMMED_LR_MATCH = 0.1  # summed learning rates within 10% of each other: the schedule matched
@@ -147,6 +152,14 @@ def annotate(ledger: pd.DataFrame, frames: dict[str, pd.DataFrame],
         if r.get("paper") == "Santurkar et al." and _is_resnet(table, exp, r.get("model")):
             out.at[i, "role"] = BEYOND
             notes.append("Santurkar et al. set ResNets aside (footnote 4): beyond the paper")
+        if cid == "noisy_bn" and "dln" in str(r.get("model")).lower():
+            out.at[i, "role"] = BEYOND
+            notes.append("Santurkar et al. ran noisy BN on VGG / CIFAR-10 only (Fig. 2): on "
+                         "a deep linear net beyond the paper")
+        n = r.get("n_seeds")
+        if out.at[i, "role"] == "test" and n is not None and pd.notna(n) and n < 2:
+            out.at[i, "role"] = ILLUSTRATION
+            notes.append("one seed: a figure's runs, no interval, not a test of the paper")
         is_contrast = cid in contrasts
         exps = [exp, base] if is_contrast and isinstance(base, str) else [exp]
         norms = [norm] + ([base] if not is_contrast and isinstance(base, str) else [])

@@ -85,6 +85,15 @@ BN_JITTER = ("batchnorm", "batchnorm_fixed_affine", "ghost_batchnorm")
 SMOOTH_NOTE = (f"; a blow-up (non-finite probe) counts as {cm.BLOWUP_FACTOR:g} x the largest "
                "finite value of the compared pair (both arms, this experiment), 0 as the pair's "
                "smallest positive one")
+# Margins (the smallest effect of interest, declared before any data; rules.py, outcomes.py).
+# Where a paper gives a number it is the paper's, with where and how it was read; otherwise
+# the project's, labelled as such.
+PROJECT_RATIO = (float(np.log(1.25)), "project: a 25% change in the quantity (log 1.25), the "
+                 "smallest ratio the project reads a qualitative 'improves' / 'reduces' as "
+                 "claiming; the paper gives no number")
+PROJECT_LOSS = (float(np.log(1.05)), "project: a 5% change in validation loss (log 1.05); "
+                "Luo et al. give no number")
+PROJECT_10 = "project: agreement within 10%, the project's tolerance; the paper gives none"
 PD_CLAIM = ("BN concentrates the spline partition near the data, not near random points, at "
             "random initialization")
 PD_QUANTITY = ("log((boundaries near train + .5) / (near random + .5)) at step 0, all layers, "
@@ -92,53 +101,88 @@ PD_QUANTITY = ("log((boundaries near train + .5) / (near random + .5)) at step 0
 CLAIMS = (
     *(Claim(f"pd_data_vs_{base}", "Balestriero & Baraniuk", PD_CLAIM, "partition_density",
             PD_QUANTITY, _pd_concentration, ("batchnorm", "batchnorm_fixed_affine"),
-            baseline=base, rule="more",
+            baseline=base, rule="more", margin=PROJECT_RATIO[0], margin_source=PROJECT_RATIO[1],
             what="boundary density near data relative to random points",
             protocol=P.BB_PARTITION)
       for base in ("none", "zero_bias", "random_bias")),
     Claim("ics_grad", "Santurkar et al.", "BN does not reduce (gradient) internal covariate "
           "shift", "ics", "log(ICS + 1e-4), ICS = 1 - cos(G, G') averaged over layers 2.. and "
           "checkpoints; effect = log((ICS_bn + 1e-4) / (ICS_none + 1e-4))", cm.ics,
-          ("batchnorm",), rule="no_less", margin=float(np.log(1.25)), what="ICS",
+          ("batchnorm",), rule="no_less", margin=float(np.log(1.25)),
+          margin_source="project: BN's ICS at most 0.8x the plain net's (log 1.25) counts as a "
+                        "reduction; Santurkar et al. give no number", what="ICS",
           protocol=P.SANTURKAR),
     Claim("lipschitz", "Santurkar et al.", "BN improves the Lipschitzness of the loss (smaller "
-          "loss variation along the gradient)", "smoothness",
+          "loss variation along the gradient; Figs. 4a, 10a)", "smoothness",
+          "log(loss_max - loss_min over the probes), mean over checkpoints (the absolute loss "
+          "range Figs. 4a and 10a plot)" + SMOOTH_NOTE,
+          cm.smooth("loss_variation"), ("batchnorm",), rule="less", margin=PROJECT_RATIO[0],
+          margin_source=PROJECT_RATIO[1], what="loss variation along the gradient",
+          protocol=P.SANTURKAR),
+    Claim("lipschitz_rel", "Santurkar et al.", "beyond the paper: BN lowers the loss variation "
+          "along the gradient relative to the point's own loss", "smoothness",
           "log((loss_max - loss_min over the probes) / loss at the checkpoint), mean over "
           "checkpoints (the variation relative to the point's own loss, so that an arm that "
           "interpolates is compared on the same scale)" + SMOOTH_NOTE,
           cm.smooth("loss_variation", per="loss"), ("batchnorm",), rule="less",
+          margin=PROJECT_RATIO[0], margin_source=PROJECT_RATIO[1], role="beyond the paper",
           what="loss variation along the gradient (per unit loss)", protocol=P.SANTURKAR),
-    Claim("grad_pred", "Santurkar et al.", "BN improves gradient predictiveness", "smoothness",
+    Claim("grad_pred", "Santurkar et al.", "BN improves gradient predictiveness (smaller l2 "
+          "change of the gradient along it; Fig. 4b)", "smoothness",
+          "log(max ||grad L(w - eta g) - g||), mean over checkpoints (the absolute l2 change "
+          "Fig. 4b plots)" + SMOOTH_NOTE,
+          cm.smooth("grad_pred_max"), ("batchnorm",), rule="less", margin=float(np.log(10)),
+          margin_source="paper: Santurkar et al. §3.2 / Fig. 4b, 'close to two orders of "
+                        "magnitude' smaller absolute gradient change with BN (VGG, early "
+                        "training), read as at least one order of magnitude (log 10)",
+          paper_effect=-float(np.log(100)),
+          paper_words="Santurkar et al. §3.2 (Fig. 4b, VGG, early training): about 0.01x",
+          what="gradient change along the gradient", protocol=P.SANTURKAR),
+    Claim("grad_pred_rel", "Santurkar et al.", "beyond the paper: BN lowers the gradient "
+          "change along the gradient relative to the point's own gradient norm", "smoothness",
           "log(max ||grad L(w - eta g) - g|| / ||g||), mean over checkpoints (the gradient "
           "change relative to the point's own gradient norm)" + SMOOTH_NOTE,
           cm.smooth("grad_pred_max", per="grad_norm"), ("batchnorm",), rule="less",
+          margin=PROJECT_RATIO[0], margin_source=PROJECT_RATIO[1], role="beyond the paper",
           what="gradient change along the gradient (per unit gradient norm)",
           protocol=P.SANTURKAR),
     Claim("beta_smooth", "Santurkar et al.", "BN lowers the effective beta-smoothness",
           "smoothness", "log(beta_eff), mean over checkpoints (beta_eff is a gradient change "
           "per unit step, already relative)" + SMOOTH_NOTE,
-          cm.smooth("beta_eff"), ("batchnorm",), rule="less", what="effective beta-smoothness",
+          cm.smooth("beta_eff"), ("batchnorm",), rule="less", margin=PROJECT_RATIO[0],
+          margin_source=PROJECT_RATIO[1], what="effective beta-smoothness",
           protocol=P.SANTURKAR),
     Claim("lp_smooth", "Santurkar et al.", "l_p normalizations smooth the landscape like BN "
           "(lower effective beta-smoothness than no normalization)", "smoothness",
           "log(beta_eff), mean over checkpoints" + SMOOTH_NOTE, cm.smooth("beta_eff"), LP,
-          rule="less", what="effective beta-smoothness", protocol=P.SANTURKAR),
+          rule="less", margin=PROJECT_RATIO[0], margin_source=PROJECT_RATIO[1],
+          what="effective beta-smoothness", protocol=P.SANTURKAR),
     # one-sided: the paper says noisy BN does not hurt training (Fig. 2: it trains as well or
     # better), so noisy BN training better is no evidence against it
-    Claim("noisy_bn", "Santurkar et al.", "noisy BN trains no worse than BN (final training "
-          "loss at most a factor 1.5 above BN's; Fig. 2)", "training", "log(final train loss)",
+    Claim("noisy_bn", "Santurkar et al.", "noisy BN trains no worse than BN (Fig. 2: it trains "
+          "as well or better; the project reads 'no worse' as a final training loss at most a "
+          "factor 1.5 above BN's)", "training", "log(final train loss)",
           cm.final_train_loss, ("noisy_batchnorm",), baseline="batchnorm", rule="no_more",
-          margin=float(np.log(1.5)), what="final training loss", protocol=P.SANTURKAR_NOISY),
+          margin=float(np.log(1.5)),
+          margin_source="project: a factor 1.5 (log 1.5) on the final training loss; Fig. 2 "
+                        "gives no number", what="final training loss",
+          protocol=P.SANTURKAR_NOISY),
     Claim("jitter_batch", "Balestriero & Baraniuk", "smaller mini-batches jitter BN's decision "
           "boundary more (Fig. 6)", "bn_jitter", "log(boundary band fraction at the smallest / "
           "largest batch size), mean over checkpoints", cj.jitter_batch_ratio,
           ("batchnorm", "batchnorm_fixed_affine"), baseline=None, rule="more",
+          margin=float(np.log(4)),
+          margin_source="paper: Balestriero & Baraniuk Eq. 13, var(mu_B) proportional to "
+                        "1/batch: at batch 16 vs 256 the jitter's scale is sqrt(256/16) = 4x "
+                        "(log 4)", paper_effect=float(np.log(4)),
+          paper_words="Balestriero & Baraniuk Eq. 13: 4x at batch 16 vs 256",
           what="decision-boundary jitter at the smallest batch relative to the largest",
           protocol=P.BB_JITTER),
     Claim("jitter_ghost", "Balestriero & Baraniuk", "noise-controlled BN (a virtual batch smaller "
           "than the real one) jitters the decision boundary more than BN", "bn_jitter",
           "log(boundary band fraction) at the largest batch size, mean over checkpoints",
           cj.jitter_band, ("ghost_batchnorm",), baseline="batchnorm", rule="more",
+          margin=PROJECT_RATIO[0], margin_source=PROJECT_RATIO[1],
           what="decision-boundary jitter", protocol=P.BB_JITTER),
     *(Claim(f"prop2_{s}", "Balestriero & Baraniuk", f"implementation check, not a test: at the "
             f"first BN layer Proposition 2's variance of BN's {t} is exact (the batch is a "
@@ -146,7 +190,7 @@ CLAIMS = (
             "measurement's Monte Carlo", "bn_jitter", f"log(empirical / predicted var of {t}), "
             "first BN layer of fully connected nets, mean over checkpoints and batch sizes",
             cj.prop2_ratio(s), BN_JITTER, baseline=None, rule="equivalent",
-            margin=float(np.log(1.1)), role="implementation check",
+            margin=float(np.log(1.1)), margin_source=PROJECT_10, role="implementation check",
             what=f"empirical variance of {t} relative to Proposition 2's", protocol=P.BB_JITTER)
       for s, t in (("mu", "mu_B"), ("sigma2", "sigma_B^2"))),
     *(Claim(f"prop2_deep_{s}", "Balestriero & Baraniuk", f"beyond the paper: Proposition 2's "
@@ -156,16 +200,22 @@ CLAIMS = (
             "layers after the first of fully connected nets with a nonlinearity between BN "
             "layers (a linear net's next layer sees a batch mean fixed by beta), mean over "
             "layers, checkpoints and batch sizes", cj.prop2_ratio(s, deeper=True), BN_JITTER,
-            baseline=None, rule="equivalent", margin=float(np.log(1.1)), role="beyond the paper",
+            baseline=None, rule="equivalent", margin=float(np.log(1.1)),
+            margin_source=PROJECT_10, role="beyond the paper",
             what=f"empirical variance of {t} relative to Proposition 2's", protocol=P.BB_JITTER)
       for s, t in (("mu", "mu_B"), ("sigma2", "sigma_B^2"))),
-    Claim("luo_sgd", "Luo et al.", "vanilla SGD's generalization error follows the closed form "
-          "(minimum-norm least squares; within 10%)", "teacher_student",
+    # Luo et al. plot no SGD runs against the closed form: an implementation check
+    Claim("luo_sgd", "Luo et al.", "implementation check, not a test: vanilla SGD's "
+          "generalization error follows the closed form (minimum-norm least squares; within "
+          "10%), which the paper states but does not plot against runs", "teacher_student",
           "gen_error / closed form - 1, final checkpoint" + LUO_POOL, cm.rel_error(),
-          ("none",), baseline=None, rule="equivalent", margin=0.1, curve=cm.luo_curve(),
+          ("none",), baseline=None, rule="equivalent", margin=0.1, margin_source=PROJECT_10,
+          role="implementation check", curve=cm.luo_curve(),
           what="generalization error relative to the closed form", scale="relative",
           protocol=P.LUO_TS),
-    Claim("luo_bn", "Luo et al.", "BN's generalization error follows the closed form of the "
+    # the project's corrected curve; Luo's own comparison is luo_bn_main (Fig. 1a)
+    Claim("luo_bn", "Luo et al.", "beyond the paper: BN's generalization error follows the "
+          "closed form of the "
           "objective Eq. 3 and App. C.3 make it equivalent to (within 10%): the PN loss plus "
           "zeta gamma^2, where BN's gamma^2 is its output variance over the batches, i.e. over "
           "the training set (gamma^2 = w~'(X'X/P)w~, not ||w~||^2/N), so the minimizer is least "
@@ -173,7 +223,8 @@ CLAIMS = (
           "normalizes: 3/(2M) for BN with mu_B, 1/(2M) for variance-only BN", "teacher_student",
           "gen_error / (least squares shrunk by 1/(1 + zeta)) - 1, final checkpoint" + LUO_POOL,
           cm.rel_error(), ("batchnorm", "weightnorm_varonly_bn"), baseline=None,
-          rule="equivalent", margin=0.1, curve=cm.luo_curve(),
+          rule="equivalent", margin=0.1, margin_source=PROJECT_10, role="beyond the paper",
+          curve=cm.luo_curve(),
           what="generalization error relative to the shrunk least-squares closed form",
           scale="relative", protocol=P.LUO_TS),
     Claim("luo_bn_main", "Luo et al.", "Luo's own claim (§4, Fig. 1a): the paper's BN student "
@@ -183,6 +234,7 @@ CLAIMS = (
           "1/(2M), lam = zeta) - 1, final checkpoint" + LUO_POOL,
           cm.rel_error("rel_error_main"), ("weightnorm_varonly_bn",), baseline=None,
           rule="equivalent", margin=0.1,
+          margin_source="project: within 10%; Luo et al. compare Fig. 1a's curves by eye",
           curve=cm.luo_curve("zeta_main", convention="paper", curve="ridge"),
           what="generalization error relative to Fig. 1a's printed curve", scale="relative",
           protocol=P.LUO_TS),
@@ -191,7 +243,8 @@ CLAIMS = (
           "Krogh & Hertz's ridge with lam = alpha zeta (within 10%)",
           "teacher_student", "gen_error / closed form (WN + gamma decay, ridge lam = alpha zeta) "
           "- 1, final checkpoint" + LUO_POOL, cm.rel_error(), ("weightnorm_gamma_decay",),
-          baseline=None, rule="equivalent", margin=0.1, curve=cm.luo_curve(),
+          baseline=None, rule="equivalent", margin=0.1, margin_source=PROJECT_10,
+          curve=cm.luo_curve(),
           what="generalization error relative to the closed form", scale="relative",
           protocol=P.LUO_TS),
     # §5: gamma decay complements PN's missing batch noise, "making PN outperformed BN": a
@@ -200,31 +253,34 @@ CLAIMS = (
           "batch size (lower validation loss; §5, Fig. 2a-b: 'making PN outperformed BN')",
           "generalization", TEST_LOSS + "; effect = log(loss_PN / loss_BN)",
           cm.final_log("test_loss"), ("population_norm",), baseline="batchnorm",
-          rule="less", what="test loss", protocol=P.LUO_CNN),
+          rule="less", margin=PROJECT_LOSS[0], margin_source=PROJECT_LOSS[1], what="test loss",
+          protocol=P.LUO_CNN),
     Claim("luo_bn_halves", "Luo et al.", "BN, and WN with mean-only or with variance-only BN, "
           "generalize better than WN alone (lower validation loss; §5, Fig. 2c-d)",
           "generalization", TEST_LOSS, cm.final_log("test_loss"),
           ("batchnorm", "weightnorm_meanonly_bn", "weightnorm_varonly_bn"),
-          baseline="weightnorm", rule="less", what="test loss", protocol=P.LUO_CNN),
+          baseline="weightnorm", rule="less", margin=PROJECT_LOSS[0],
+          margin_source=PROJECT_LOSS[1], what="test loss", protocol=P.LUO_CNN),
     Claim("luo_large_batch", "Luo et al.", "BN generalizes worse at a large batch: higher "
           "validation loss at the largest than at the smallest batch size, for the same samples "
           "seen and the learning rate scaled with the batch (§5, Fig. 2a, 2g)", "generalization",
           TEST_LOSS + "; effect = log(loss at the largest batch / at the smallest)",
           cm.final_log("test_loss"), ("batchnorm",), rule="more", contrast=LUO_BATCH,
+          margin=PROJECT_LOSS[0], margin_source=PROJECT_LOSS[1],
           what="test loss at the largest batch", versus="that at the smallest",
           protocol=P.LUO_CNN),
     Claim("luo_gamma_batch", "Luo et al.", "BN's gamma^2 grows with the batch size (weaker "
           "regularization from the batch statistics; §5, Fig. 2e)", "generalization",
           "log(gamma^2) at the last checkpoint (mean over BN layers of the mean over units); "
           "effect = log ratio, largest batch / smallest", cm.final_log("gamma_sq"),
-          ("batchnorm",), rule="more", contrast=LUO_BATCH,
-          what="gamma^2 at the largest batch", versus="that at the smallest",
+          ("batchnorm",), rule="more", contrast=LUO_BATCH, margin=PROJECT_RATIO[0],
+          margin_source=PROJECT_RATIO[1], what="gamma^2 at the largest batch", versus="that at the smallest",
           protocol=P.LUO_CNN),
     Claim("luo_dropout", "Luo et al.", "dropout (ratio 0.1) after each residual block lowers "
           "BN's validation loss at a large batch (§5, Fig. 2g-h)", "generalization",
           TEST_LOSS + "; effect = log(loss with dropout 0.1 / without), runs of the same "
           "architecture, batch size and training schedule", cm.final_log("test_loss"),
-          ("batchnorm",), rule="less",
+          ("batchnorm",), rule="less", margin=PROJECT_LOSS[0], margin_source=PROJECT_LOSS[1],
           contrast=Contrast("dropout", 0.1, 0.0,
                             match=("arch", "train_batch_size", "training_schedule")),
           what="test loss with dropout", versus="that without", protocol=P.LUO_CNN),
@@ -233,7 +289,11 @@ CLAIMS = (
           "(§5: about +0.3-0.5 points with a ResNet9)", "generalization",
           "test accuracy (%) at the last checkpoint; effect = difference in points",
           cm.final_percent("test_accuracy"), ("batchnorm_jitter",), baseline="batchnorm",
-          rule="more", what="test accuracy", scale="points", protocol=P.BB_JITTER_AUG),
+          rule="more", margin=0.25,
+          margin_source="paper: Balestriero & Baraniuk §5, +0.25 to +0.52 accuracy points "
+                        "with jitter (ResNet9); the margin takes the lower end",
+          paper_effect=0.25, paper_words="Balestriero & Baraniuk §5: +0.25 to +0.52 points",
+          what="test accuracy", scale="points", protocol=P.BB_JITTER_AUG),
 )
 
 
@@ -251,6 +311,7 @@ def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95,
         base = {"claim_id": c.key, "paper": c.paper, "claim": c.claim, "quantity": c.quantity,
                 "rule": rule_text(c.rule, c.margin),
                 "margin": c.margin, "margin_source": c.margin_source,
+                "paper_effect": np.nan if c.paper_effect is None else c.paper_effect,
                 "baseline": c.baseline if c.contrast is None else c.contrast.describe(),
                 "role": c.role, "curve": ""}
         df = frames.get(c.table)

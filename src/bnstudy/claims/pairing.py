@@ -68,6 +68,10 @@ class Claim:
     # where ``margin`` comes from, declared with it before any data: "paper: <figure, table or
     # equation, and how the number was read>" or "project: <why this value>"
     margin_source: str = ""
+    # the paper's own effect on the ledger's scale where the paper gives a number (None: it
+    # does not), and that number in the paper's words, printed beside ours
+    paper_effect: float | None = None
+    paper_words: str = ""
     role: str = "test"  # or "implementation check", "beyond the paper": see the docstring
     curve: Callable[[pd.DataFrame, str, str], str] | None = None  # (table, norm, experiment)
     contrast: Contrast | None = None  # pairs experiments instead of normalizers (contrast.py)
@@ -108,7 +112,9 @@ def measured_row(base: dict, c: Claim, level: float | Levels, arm: pd.Series,
     return {**base, **where, "value": float(arm.mean()), "baseline_value": float(against.mean()),
             **eff, "verdict": verdict(c.rule, eff["ci_low"], eff["ci_high"], c.margin),
             "in_words": words.effect_words(eff["effect"], eff["ci_low"], eff["ci_high"],
-                                           **sides),
+                                           **sides) + words.beside_paper(
+                c.rule, eff["effect"], eff["ci_low"], eff["ci_high"], c.margin,
+                c.paper_words, scale=c.scale),
             "verdict_means": words.rule_words(c.rule, c.margin, **sides),
             "note": note, "skew_flag": flag, "interval_level": float(level)}
 

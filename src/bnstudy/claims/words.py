@@ -70,6 +70,22 @@ def effect_words(effect, low, high, *, scale: str, what: str, norm: str = "",
     return f"{arm} {what}: {_show(effect, scale)}{ci}"
 
 
+def beside_paper(rule: str, effect, low, high, margin: float, paper_words: str = "", *,
+                 scale: str) -> str:
+    """What goes after a row's effect: the paper's number beside ours where it has one
+    ("; Santurkar et al. §3.2: about 0.01x"), and, for a directional row supported with an
+    interval inside the margin, that the effect is smaller than the margin's."""
+    out = f"; {paper_words}" if paper_words else ""
+    if rule in ("less", "more") and margin > 0 and _finite(effect, low, high):
+        inside = low > -margin if rule == "less" else high < margin
+        paper_side = high < 0 if rule == "less" else low > 0
+        if inside and paper_side:
+            edge = _ratio(-margin if rule == "less" else margin) if scale == "log" else _show(
+                -margin if rule == "less" else margin, scale)
+            out += f"; supported but reliably smaller than the margin ({edge})"
+    return out
+
+
 def rule_words(rule: str, margin: float, *, scale: str, what: str, norm: str = "",
                baseline: str | None = None) -> str:
     """What each outcome means for this row (with a directional rule's margin, also when it is

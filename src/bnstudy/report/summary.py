@@ -31,6 +31,7 @@ KINDS = {
     "by construction": "Proposition 2 at deeper layers, whose inputs are not i.i.d.: holds or "
                        "fails by the network's construction, beyond what the paper claims",
     "beyond the paper": "asks more than the paper claims (e.g. a ResNet the paper sets aside)",
+    "one-seed illustration": "a figure's runs at one seed: no interval, not a test",
 }
 
 
@@ -41,7 +42,7 @@ def kind(r: pd.Series) -> str:
         return role
     if cid.startswith("prop2_deep"):
         return "by construction"
-    if role == "beyond the paper":
+    if role in ("beyond the paper", "one-seed illustration"):
         return role
     return "exact computation" if cid in EXACT_CLAIMS else PAPER_TEST
 
