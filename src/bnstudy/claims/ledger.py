@@ -274,8 +274,8 @@ CLAIMS = (
           "log(gamma^2) at the last checkpoint (mean over BN layers of the mean over units); "
           "effect = log ratio, largest batch / smallest", cm.final_log("gamma_sq"),
           ("batchnorm",), rule="more", contrast=LUO_BATCH, margin=PROJECT_RATIO[0],
-          margin_source=PROJECT_RATIO[1], what="gamma^2 at the largest batch", versus="that at the smallest",
-          protocol=P.LUO_CNN),
+          margin_source=PROJECT_RATIO[1], what="gamma^2 at the largest batch",
+          versus="that at the smallest", protocol=P.LUO_CNN),
     Claim("luo_dropout", "Luo et al.", "dropout (ratio 0.1) after each residual block lowers "
           "BN's validation loss at a large batch (§5, Fig. 2g-h)", "generalization",
           TEST_LOSS + "; effect = log(loss with dropout 0.1 / without), runs of the same "
