@@ -47,9 +47,20 @@ def test_snakemake_report_reaches_every_figure_with_its_caption(local_study, tmp
         assert v["labels"]["format"] == fmt, v["labels"]
         words = " ".join(plots.FAMILIES[family].caption.split()[:6])
         assert words in re.sub(r"\s+", " ", v["caption"]), (family, v["caption"][:200])
+    # issue 46: the forest plot of the paper tests is among them, PNG and PDF
+    assert {"study/forest.png", "study/forest.pdf"} <= {k.split("/figures/")[1] for k in shown}
     # the ledger and the summaries as CSV, which the report can show
     tables = {v["name"] for v in res.values()}
     assert {"ledger.csv", "summaries.csv"} <= tables
+
+
+def test_the_study_report_opens_with_the_forest_plot_of_its_paper_tests(local_study):
+    """Issue 46: the tiny study's own HTML report shows the forest plot, in the first of its
+    figure sections."""
+    html = (local_study["results"] / "report.html").read_text()
+    assert 'id="fig-forest-study"' in html
+    first = re.search(r'id="(fig-[\w-]+)"', html)
+    assert first and first.group(1) == "fig-forest-study", first and first.group(1)
 
 
 def test_every_figure_has_a_type42_pdf_and_a_formats_change_redraws_every_figure(

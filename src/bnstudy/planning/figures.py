@@ -24,7 +24,7 @@ class Figures:
     def figures(self) -> dict:
         """The figure families this study draws: those whose tables it makes and that have at
         least one figure to draw (of ``plots.families`` where the config lists them)."""
-        have = set(self.tables) | set(self.analyses)
+        have = set(self.tables) | set(self.analyses) | {"claims"}  # every study's ledger
         chosen = self.config.get("plots", {}).get("families")
         return {n: f for n, f in plots.FAMILIES.items()
                 if (chosen is None or n in chosen) and set(f.tables) <= have
