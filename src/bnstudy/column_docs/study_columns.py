@@ -161,6 +161,10 @@ COLUMNS = {
         "seeds_needed": "seeds for 80% power at the observed effect and spread, at "
                         "power_level (inf on the rule's boundary)",
         "seeds_needed_low": "seeds_needed at the upper end of the 90% interval of d_z",
+        "seeds_needed_margin": "seeds for 80% power against the margin point of a directional "
+                               "rule (where absent at this setting is decided), at power_level",
+        "paper_effect": "the paper's own effect on the ledger's scale, where the paper gives a "
+                        "number (NaN: it gives none)",
         "seeds_needed_high": "seeds_needed at the lower end of the 90% interval of d_z (inf "
                              "where it reaches the boundary)",
         "detectable_effect": "smallest distance from the rule's boundary the seeds resolve "
