@@ -9,7 +9,8 @@ the paired per-seed differences of the first ``rounds[k]`` seeds give the ledger
 differences, :func:`bnstudy.claims.skew.bounds`, and the exact signed-rank interval, each at
 half the look's alpha, intersected; the table below predates the signed-rank part, whose
 simulated rates are in ``tests/test_robust_rule.py``) at level ``1 - alpha_k``, where the
-overall ``alpha = 1 - level`` is split over the ``K`` looks (:func:`look_alphas`) by an alpha-spending function ``A(t)`` of the information fraction
+overall ``alpha = 1 - level`` is split over the ``K`` looks (:func:`look_alphas`) by an
+alpha-spending function ``A(t)`` of the information fraction
 ``t_k = n_k / n_K``, ``alpha_k = A(t_k) - A(t_{k-1})``:
 
 - ``obf`` (the default): O'Brien-Fleming-shaped, ``A(t) = 2 - 2 Phi(z_{1-alpha/2} / sqrt(t))``
