@@ -28,7 +28,7 @@ BLOCK = re.compile(r"(<!-- verdicts: (?P<dirs>[^>]+?) -->\n)(?P<body>.*?)(<!-- /
                    re.S)
 COLUMNS = O.OUTCOMES
 PLURAL = {"implementation check": "implementation checks", "exact computation":
-          "exact computations"}
+          "exact computations", "one-seed illustration": "one-seed illustrations"}
 
 
 def counts(ledger: pd.DataFrame) -> dict:
