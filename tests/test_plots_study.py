@@ -136,3 +136,34 @@ def test_batch_regularization_draws_the_compared_arms_only():
     assert br.findings({"generalization": gen[gen["arch"] == "cnn"]}) == ""
     with pytest.raises(ValueError, match="two or more batch-size/dropout settings"):
         plots.FAMILIES["batch_regularization"].draw([gen[gen["arch"] == "cnn"], train], {})
+
+
+def _sweep_table():
+    """A training table of three learning rates, 12 seeds at 1e-2 and 3 at the others."""
+    rows = []
+    for lr, seeds in ((1e-3, 3), (3e-3, 3), (1e-2, 12)):
+        for norm in ("none", "batchnorm"):
+            for seed in range(seeds):
+                for split in ("train", "test"):
+                    rows.append({"experiment": f"e{lr:g}", "dataset": "d", "model": "m",
+                                 "norm": norm, "seed": seed, "lr": lr, "step": 10,
+                                 "split": split, "loss": 0.5 + lr, "diverged": False})
+    return pd.DataFrame(rows)
+
+
+def test_lr_sweep_labels_every_learning_rate_and_states_seeds_per_point():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from bnstudy import plots
+
+    df = _sweep_table()
+    fig = lr_sweep.draw([df], {})
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert labels == ["0.001", "0.003", "0.01"], labels
+    note = plots.seeds_note([df], plots.FAMILIES["lr_sweep"].seeds_by)
+    assert note == ("seeds per arm: lr 0.001: 3 each (none, batchnorm); lr 0.003: 3 each "
+                    "(none, batchnorm); lr 0.01: 12 each (none, batchnorm)"), note
+    assert plots.seeds_note([df]) == "seeds per arm: 12 each (none, batchnorm)"  # the old one
