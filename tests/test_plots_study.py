@@ -167,3 +167,53 @@ def test_lr_sweep_labels_every_learning_rate_and_states_seeds_per_point():
     assert note == ("seeds per arm: lr 0.001: 3 each (none, batchnorm); lr 0.003: 3 each "
                     "(none, batchnorm); lr 0.01: 12 each (none, batchnorm)"), note
     assert plots.seeds_note([df]) == "seeds per arm: 12 each (none, batchnorm)"  # the old one
+
+
+def _maps_table():
+    """A partition-density map table: 2 normalizers, init and final, four layer groups on a
+    6 x 6 grid, and 8 data points."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for norm in ("none", "batchnorm"):
+        for step in (0, 20):
+            for k, group in enumerate(("first", "middle", "last", "all")):
+                for x0 in np.linspace(-1, 1, 6):
+                    for x1 in np.linspace(-1, 1, 6):
+                        rows.append({"norm": norm, "step": step, "group": group,
+                                     "layer_index": k + 1,
+                                     "x0": x0, "x1": x1, "boundaries": float(rng.integers(0, 9)),
+                                     "radius": 0.03, "label": pd.NA})
+            for i in range(8):
+                rows.append({"norm": norm, "step": step, "group": "data", "layer_index": 0,
+                             "x0": rng.uniform(-1, 1), "x1": rng.uniform(-1, 1),
+                             "boundaries": np.nan, "radius": 0.03, "label": i % 2})
+    df = pd.DataFrame(rows)
+    df["label"] = df["label"].astype("Int64")
+    return df.assign(experiment="star", dataset="star2d", model="mlp", seed=0, diverged=False)
+
+
+def test_the_seeds_note_never_overprints_a_colour_bar_label():
+    """The partition-density maps' footer sat on the fourth colour bar's label (a horizontal bar
+    at the bottom of a constrained layout, whose label reaches below the figure's edge): the
+    note now goes below every drawn artist."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bnstudy import plots
+
+    plots.load_all()
+    plots.style({"dpi": 60})
+    df = _maps_table()
+    fig = plots.get("partition_density_maps").draw([df], {"dpi": 60})
+    note = plots.place_note(fig, plots.seeds_note([df]))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    box = note.get_window_extent(renderer)
+    bars = [a for a in fig.axes if a.get_label() == "<colorbar>"]
+    assert len(bars) == 4
+    for cax in bars:
+        assert box.y1 <= cax.get_tightbbox(renderer).y0 + 1e-6
+        assert not box.overlaps(cax.xaxis.label.get_window_extent(renderer))
+    plt.close(fig)

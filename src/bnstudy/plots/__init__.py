@@ -181,6 +181,16 @@ def seeds_note(frames: list[pd.DataFrame], by: str | None = None) -> str:
     return ""
 
 
+def place_note(fig, note: str):
+    """``note`` under the figure's lower right corner, below everything drawn (a colour bar's
+    label at the bottom edge of a constrained layout included: the partition-density maps'
+    fourth bar), so it never overprints; returns the text."""
+    fig.canvas.draw()  # lays the figure out: where its lowest artist ends
+    box = fig.get_tightbbox(fig.canvas.get_renderer())
+    y = min(0.0, box.y0 / fig.get_figheight()) - 0.004
+    return fig.text(0.995, y, note, ha="right", va="top", fontsize="small", color="#444")
+
+
 def export_paths(png: str, options: dict) -> list[str]:
     """The files one figure is written to: ``png`` and, for each of ``options["formats"]``
     (``pdf``, ``svg``), the same path with that suffix."""
@@ -203,7 +213,7 @@ def _save(family: Family, frames: list[pd.DataFrame], out, options: dict) -> Non
     fig = family.draw(frames, options)
     note = seeds_note(frames, family.seeds_by)
     if note:  # every figure states the seeds behind each arm, under its lower right corner
-        fig.text(0.995, 0.0, note, ha="right", va="top", fontsize="small", color="#444")
+        place_note(fig, note)
     for path in export_paths(out, options):
         fmt = str(path).rsplit(".", 1)[-1]
         with atomic_path(path) as tmp, plt.rc_context(SAVE_RC):
