@@ -99,12 +99,13 @@ def sentence(claim: str, rows: pd.DataFrame, scale: str) -> str:
         shown = [e for e in (_short(e, scale) for e in sub["effect"]) if e]
         tail = f" ({_join(shown, unique=False)}{base})" if shown else ""
         parts.append(f"{_word(v)} on {_join(_where(sub, usual), unique=False)}{tail}")
-    return f"{claim.rstrip('.')}: {'; '.join(parts)}."
+    claim = claim.rstrip(".")
+    return f"{claim[:1].upper()}{claim[1:]}: {'; '.join(parts)}."
 
 
 def sentences(ledger: pd.DataFrame | None) -> list[dict]:
-    """``[{"claim_id", "paper", "text"}]``: one sentence per claim with measured paper tests,
-    in ledger order."""
+    """``[{"claim_id", "paper", "text", "decided"}]``: one sentence per claim with measured
+    paper tests, in ledger order (``decided``: a row of it is decided)."""
     if ledger is None or ledger.empty:
         return []
     measured = ledger[ledger["verdict"] != "not measured"]
@@ -117,8 +118,10 @@ def sentences(ledger: pd.DataFrame | None) -> list[dict]:
         base = rows["baseline"].dropna().astype(str).unique() if "baseline" in rows else []
         if shared.get(rows["claim"].iloc[0], 1) > 1 and len(base) == 1:
             claim += f" (against {base[0]})"  # one claim tested against several baselines
+        adjusted = rows.get("adjusted_verdict", rows["verdict"]).fillna(rows["verdict"])
         out.append({"claim_id": cid, "paper": _text(rows["paper"].iloc[0]),
-                    "text": sentence(claim, rows, _scale(cid))})
+                    "text": sentence(claim, rows, _scale(cid)),
+                    "decided": bool((~adjusted.isin(UNDECIDED)).any())})
     return out
 
 
