@@ -54,7 +54,7 @@ def _short(effect, scale: str) -> str:
     if scale == "points":
         return f"{e:+.2g} points"
     if scale == "relative":
-        return f"{100 * e:+.2g}%"
+        return f"{100 * e:+.3g}%"
     return f"{e:+.3g}"
 
 

@@ -87,9 +87,7 @@ TEMPLATE = """<!DOCTYPE html>
 </section>
 <section id="summary">
 <h2>What this study ran{% if scale.reduced %}: reduced scale{% endif %}</h2>
-<p class="scale">{% if scale.reduced %}<b>Reduced scale.</b> The verdicts below hold at this
-study's setting, not at the papers': every experiment below lists how it differs from the
-paper's protocol. {% endif %}This study trained {{ scale.runs }} run{{ "" if scale.runs == 1
+<p class="scale">This study trained {{ scale.runs }} run{{ "" if scale.runs == 1
 else "s" }} ({{ scale.diverged }} diverged) in {{ scale.experiments | length }}
 experiment{{ "" if scale.experiments | length == 1 else "s" }} (a run: one normalizer, one
 seed):</p>
@@ -106,7 +104,7 @@ seed):</p>
 {% if scale.paper_scale %}<p>At paper scale (a GPU cluster), these configs would run the papers'
 protocols:</p><ul>{% for line in scale.paper_scale %}<li>{{ line }}</li>{% endfor %}</ul>{%
  endif %}
-<h3>What it found{% if scale.reduced %}, at this reduced scale{% endif %}</h3>
+<h3>The verdicts in numbers{% if scale.reduced %}, at this reduced scale{% endif %}</h3>
 {% for p in prose %}<p class="prose">{{ p }}</p>
 {% endfor %}
 </section>
