@@ -153,3 +153,27 @@ def test_a_users_normalizer_and_arrays_run_through_the_tiny_study(tmp_path_facto
     assert (rms["verdict"] != "not measured").all()
     gen = io.read_table(project / "results" / "tables" / "generalization.parquet")
     assert "mine" in set(gen["experiment"].astype(str))
+
+
+def test_a_dataset_from_a_users_function_by_import_path(tmp_path):
+    """The ``function`` kind: a generator in a file outside src/, named by import path, called
+    with the seed; its arrays checked as an .npz's are, a bad target named in one line."""
+    (tmp_path / "my_data.py").write_text(textwrap.dedent("""
+        import numpy as np
+        def make(seed):
+            rng = np.random.default_rng(seed)
+            x = rng.standard_normal((30, 3))
+            y = (x[:, 0] > 0).astype(np.int64)
+            return {"x_train": x[:20], "y_train": y[:20], "x_test": x[20:], "y_test": y[20:]}
+        def floats(seed):
+            return np.zeros((4, 2)), np.zeros(4), np.zeros((2, 2)), np.zeros(2)
+    """))
+    src = f"{tmp_path}/my_data.py"
+    assert data.shape("function", {"source": f"{src}:make"}) == ((3,), 2)
+    ds = data.make("function", {"source": f"{src}:make", "seed": 3})
+    assert ds.x_train.shape == (20, 3) and ds.meta["kind"] == "function"
+    with pytest.raises(ValueError, match="integer labels"):
+        data.shape("function", {"source": f"{src}:floats"})
+    assert data.shape("function", {"source": f"{src}:floats", "task": "regression"}) == ((2,), 1)
+    with pytest.raises(ValueError, match="has no attribute 'nope'"):
+        data.n_train("function", {"source": f"{src}:nope"})

@@ -14,8 +14,9 @@ Each dataset is prepared once into an ``.npz`` file holding ``x_train, y_train, 
   generalization error (Eq. 16-17). Teacher, training inputs, training noise and test set come
   from separate streams of ``seed``: the teacher and the test set do not depend on alpha, and the
   training set of a smaller load is a prefix of a larger one's.
-- ``arrays``, ``image_folder``: a user's own data, an ``.npz`` of the four arrays or a folder of
-  class subfolders of images (:mod:`bnstudy.data.user`).
+- ``arrays``, ``image_folder``, ``function``: a user's own data, an ``.npz`` of the four arrays,
+  a folder of class subfolders of images, or a function of theirs named by import path
+  (:mod:`bnstudy.data.user`).
 - ``mnist``, ``cifar10``, ``cifar100``, ``svhn``: the real image sets, read from their standard
   files in ``data_dir`` (downloaded there when ``download: true`` and the network allows it;
   :mod:`bnstudy.data.files`); ``cifar100``'s ``label`` picks its 100 fine or 20 coarse classes.
@@ -138,8 +139,9 @@ GENERATORS: dict[str, Callable[..., Dataset]] = {
     "svhn": _dataset(images.real("svhn")),
     "arrays": _dataset(user.arrays),
     "image_folder": _dataset(user.image_folder),
+    "function": _dataset(user.function),
 }
-USER_KINDS = ("arrays", "image_folder")  # a user's own data (bnstudy.data.user)
+USER_KINDS = ("arrays", "image_folder", "function")  # a user's own data (bnstudy.data.user)
 
 
 def kinds() -> list[str]:
@@ -168,6 +170,10 @@ OPTIONS: dict[str, dict[str, Option]] = {
                "n_train": Option("int", 1, nullable=True),
                "n_test": Option("int", 1, nullable=True), "seed": _SEED,
                "standardize": Option("bool")},
+    "function": {"source": Option("str"), "task": Option("str", choices=user.TASKS),
+                 "n_train": Option("int", 1, nullable=True),
+                 "n_test": Option("int", 1, nullable=True), "seed": _SEED,
+                 "standardize": Option("bool")},
     "image_folder": {"folder": Option("str"), "size": Option("int", 1, maximum=1025),
                      "grayscale": Option("bool"), "n_train": Option("int", 1, nullable=True),
                      "n_test": Option("int", 1, nullable=True), "seed": _SEED,

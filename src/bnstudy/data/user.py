@@ -5,6 +5,10 @@
   ``(N, d)`` or ``(N, C, H, W)``; for ``task: classification`` the labels are integers 0..K-1
   (``K`` = the largest label + 1, over both splits), for ``task: regression`` the targets are
   ``(N,)`` or ``(N, k)`` numbers.
+- ``function``: a user's function named by ``source`` (``path/to/file.py:attribute``,
+  ``module:attribute`` or an entry point of group ``bnstudy.datasets``), called as
+  ``f(seed=seed)`` and returning the same four arrays (a tuple or a mapping); its result is
+  checked as an ``.npz``'s arrays are.
 - ``image_folder``: ``<folder>/train/<class>/*`` and ``<folder>/test/<class>/*`` image files
   (PNG, JPEG, BMP, GIF), the classes the sorted names of ``train``'s subfolders; each image is
   converted to RGB (or grayscale with ``grayscale: true``) and resized to ``size`` x ``size``
@@ -70,7 +74,16 @@ def _headers(path: str) -> dict[str, tuple[tuple, np.dtype]]:
 
 @lru_cache(maxsize=16)
 def _describe_arrays(path: str, task: str, mtime: float) -> dict:
-    h = _headers(path)
+    def labels():  # the labels only: K
+        with np.load(path, allow_pickle=False) as z:
+            return [z["y_train"], z["y_test"]]
+
+    return _check(_headers(path), path, task, labels)
+
+
+def _check(h: dict, path: str, task: str, labels) -> dict:
+    """What four arrays of shapes and dtypes ``h`` hold, checked against ``task``; ``labels()``
+    gives the two label arrays (read only for classification)."""
     (xs, _), (xts, _) = h["x_train"], h["x_test"]
     if len(xs) not in (2, 4) or xs[1:] != xts[1:]:
         raise BadData(f"{path}: x_train {xs} and x_test {xts}; allowed: inputs (N, d) or "
@@ -88,9 +101,8 @@ def _describe_arrays(path: str, task: str, mtime: float) -> dict:
             if dtype.kind not in "iu" or len(shape) != 1:
                 raise BadData(f"{path}: y_{split} is {dtype} of shape {shape}; allowed for task "
                               "classification: integer labels 0..K-1 of shape (N,)")
-        with np.load(path, allow_pickle=False) as z:  # the labels only: K
-            labels = [z["y_train"], z["y_test"]]
-        lo, hi = min(int(y.min()) for y in labels), max(int(y.max()) for y in labels)
+        ys = labels()
+        lo, hi = min(int(y.min()) for y in ys), max(int(y.max()) for y in ys)
         if lo < 0 or hi < 1:
             raise BadData(f"{path}: labels span {lo}..{hi}; allowed: integers 0..K-1, K >= 2")
         out_dim = hi + 1
@@ -136,6 +148,37 @@ def _describe_folder(folder: str, size: int, grayscale: bool, mtime: float) -> d
             "classes": classes}
 
 
+@lru_cache(maxsize=4)
+def _generated(target: str, seed: int, mtime: float) -> dict:
+    """The four arrays a user's function ``target`` (``file.py:attribute`` or
+    ``module:attribute``, :func:`bnstudy.networks.external.resolve`) returns for ``seed``:
+    ``f(seed=...)`` giving a mapping with ``x_train``, ``y_train``, ``x_test``, ``y_test`` or
+    those four in a tuple."""
+    from bnstudy.networks import external
+
+    fn = external.resolve(target, "bnstudy.datasets")
+    if not callable(fn):
+        raise BadData(f"{target!r} is a {type(fn).__name__}; allowed: a function f(seed) "
+                      f"returning {', '.join(ARRAYS)}")
+    try:
+        out = fn(seed=seed)
+    except Exception as e:  # noqa: BLE001 (the user's code: any error, named in one line)
+        raise BadData(f"{target}(seed={seed}) raised {type(e).__name__}: {e}") from None
+    if isinstance(out, dict):
+        missing = [a for a in ARRAYS if a not in out]
+        if missing:
+            raise BadData(f"{target} returned a mapping without {missing}")
+        out = [out[a] for a in ARRAYS]
+    if not isinstance(out, (tuple, list)) or len(out) != 4:
+        raise BadData(f"{target} returned a {type(out).__name__}; allowed: the four arrays "
+                      f"{', '.join(ARRAYS)} (a tuple or a mapping)")
+    arrays = {a: np.asarray(x) for a, x in zip(ARRAYS, out, strict=True)}
+    for a, x in arrays.items():
+        if x.dtype.hasobject or x.dtype.kind not in "biuf":
+            raise BadData(f"{target}: {a} has dtype {x.dtype}; allowed: numbers")
+    return arrays
+
+
 def _mtime(path: str) -> float:
     p = Path(path)
     return p.stat().st_mtime if p.exists() else 0.0
@@ -145,10 +188,14 @@ def describe(kind: str, o: dict) -> dict:
     """What dataset ``kind`` with options ``o`` (defaults filled in) holds, from headers or the
     folder listing: ``n_train``, ``n_test`` (after subsampling), ``input_shape``, ``out_dim``,
     ``values`` (numbers, both splits); :class:`BadData` says what is wrong."""
+    if kind in ("arrays", "function") and o["task"] not in TASKS:
+        raise BadData(f"task {o['task']!r}; allowed: {', '.join(TASKS)}")
     if kind == "arrays":
-        if o["task"] not in TASKS:
-            raise BadData(f"task {o['task']!r}; allowed: {', '.join(TASKS)}")
         d = dict(_describe_arrays(o["path"], o["task"], _mtime(o["path"])))
+    elif kind == "function":
+        a = _generated(o["source"], o["seed"], _source_mtime(o["source"]))
+        d = _check({k: (x.shape, x.dtype) for k, x in a.items()}, o["source"], o["task"],
+                   lambda: [a["y_train"], a["y_test"]])
     else:
         d = dict(_describe_folder(o["folder"], o["size"], o["grayscale"], _mtime(o["folder"])))
     for split in ("n_train", "n_test"):
@@ -190,6 +237,23 @@ def arrays(path="data.npz", task="classification", n_train=None, n_test=None, se
     with np.load(path, allow_pickle=False) as z:
         xtr, ytr, xte, yte = (np.asarray(z[a]) for a in ARRAYS)
     return _finish(xtr, ytr, xte, yte, d, task, n_train, n_test, seed, standardize)
+
+
+def _source_mtime(target: str) -> float:
+    """The modification time of the file a ``file.py:attribute`` target names (0 otherwise):
+    an edited file is called again."""
+    mod = target.rsplit(":", 1)[0]
+    return _mtime(mod) if mod.endswith(".py") else 0.0
+
+
+def function(source="my_data.py:make", task="classification", n_train=None, n_test=None,
+             seed=0, standardize=False):
+    """The ``function`` kind: a user's function ``source`` called with ``seed``, returning the
+    four arrays (see the module docstring)."""
+    o = {"source": source, "task": task, "n_train": n_train, "n_test": n_test, "seed": seed}
+    d = describe("function", o)
+    a = _generated(source, seed, _source_mtime(source))
+    return _finish(*(a[k] for k in ARRAYS), d, task, n_train, n_test, seed, standardize)
 
 
 def image_folder(folder="images", size=32, grayscale=False, n_train=None, n_test=None, seed=0,
