@@ -74,8 +74,8 @@ def test_check_states_how_long_the_study_should_take_here(tmp_path, capsys):
         path = _study(tmp_path / f"s{n}.yaml", list(range(n)))
         assert cli.main(["check", path]) == 0
         line = capsys.readouterr().out.splitlines()[1]
-        m = re.fullmatch(rf"{re.escape(path)}: should take about ([\d.]+) (s|min|h|days) on "
-                         r"this machine \((\d+) CPU cores(, no GPU| and a GPU); `snakemake "
+        m = re.fullmatch(rf"{re.escape(path)}: should take at most about ([\d.]+) "
+                         r"(s|min|h|days) on this machine \((\d+) CPU cores(, no GPU| and a GPU); `snakemake "
                          r"--cores \3`: (\d+) jobs, .* one at a time\), estimated from FLOP "
                          r"counts .*", line)
         assert m, line

@@ -58,11 +58,11 @@ def _time_here(cfg: dict) -> str:
     cores = os.cpu_count() or 1
     t = study_cost.on_this_machine(Plan(cfg), cores, gpu)
     where = f"{cores} CPU cores" + (" and a GPU" if gpu else ", no GPU")
-    return (f"should take {study_cost.duration(t['wall'])} on this machine ({where}; "
+    return (f"should take at most {study_cost.duration(t['wall'])} on this machine ({where}; "
             f"`snakemake --cores {cores}`: {t['jobs']} jobs, "
             f"{study_cost.duration(t['serial']).removeprefix('about ')} one at a time), "
-            "estimated from FLOP counts and assumed throughputs (bnstudy.planning.cost), "
-            "every replication round included")
+            "estimated from FLOP counts and the cost model's conservative throughputs "
+            "(bnstudy.planning.cost), every planned replication round included")
 
 
 def cmd_check(a) -> None:

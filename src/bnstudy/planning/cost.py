@@ -189,10 +189,12 @@ def duration(seconds: float) -> str:
     return f"about {seconds / 86400:.2g} days"
 
 
-# A local job's start (Snakemake's bookkeeping, the forkserver's warm interpreter, the dataset and
-# checkpoints read), in place of a cluster job's START_SECONDS: examples/my_study.yaml's 26 jobs
-# ran in 52 s on 2 cores here (2026-12-06), their estimated work 4 s in all
-LOCAL_START = 3.0
+# A local job's start from the fork server (docs/running.md: 0.3-0.4 s a job), in place of a
+# cluster job's START_SECONDS. The rest is the cost model's (conservative throughputs, every
+# planned replication round): an upper estimate. On the 2-core development machine the default
+# study is estimated at about 30 min and took 4 min 20 s alone (README, 2026-11-28); the tiny
+# study about 48 s, and 2 min 21 s beside four other engineers' jobs (2026-12-06)
+LOCAL_START = 0.4
 
 
 def on_this_machine(plan, cores: int, gpu: bool) -> dict:
