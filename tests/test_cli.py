@@ -76,8 +76,8 @@ def test_check_states_how_long_the_study_should_take_here(tmp_path, capsys):
         line = capsys.readouterr().out.splitlines()[1]
         m = re.fullmatch(rf"{re.escape(path)}: should take at most about ([\d.]+) "
                          r"(s|min|h|days) on this machine \((\d+) CPU cores(, no GPU| and a GPU); "
-                         r"`snakemake --cores \3`: (\d+) jobs, .* one at a time\), estimated from FLOP "
-                         r"counts .*", line)
+                         r"`snakemake --cores \3`: (\d+) jobs, .* one at a time\), estimated "
+                         r"from FLOP counts .*", line)
         assert m, line
         took[n] = (float(m[1]) * {"s": 1, "min": 60, "h": 3600, "days": 86400}[m[2]], int(m[5]))
     assert took[12][0] > took[1][0] and took[12][1] > took[1][1]
