@@ -177,3 +177,20 @@ def test_a_dataset_from_a_users_function_by_import_path(tmp_path):
     assert data.shape("function", {"source": f"{src}:floats", "task": "regression"}) == ((2,), 1)
     with pytest.raises(ValueError, match="has no attribute 'nope'"):
         data.n_train("function", {"source": f"{src}:nope"})
+
+
+def test_an_installed_entry_point_is_found_by_its_name(monkeypatch):
+    """A package's entry point (group bnstudy.normalizers) named by its bare name; stands in for
+    an installed package with importlib.metadata's own EntryPoint pointing at the example."""
+    from importlib import metadata
+
+    ep = metadata.EntryPoint("fancy_rms", "bnstudy_example_norms:rms_norm", "bnstudy.normalizers")
+    monkeypatch.setattr(external.metadata, "entry_points",
+                        lambda group: [ep] if group == "bnstudy.normalizers" else [])
+    monkeypatch.syspath_prepend(str(EXAMPLE.parent))
+    monkeypatch.setitem(sys.modules, "bnstudy_example_norms",
+                        external._module(str(EXAMPLE), "x"))  # noqa: SLF001
+    obj = external.resolve("fancy_rms", "bnstudy.normalizers")
+    assert isinstance(obj, registry.Normalizer) and obj.name == "rms"
+    with pytest.raises(ValueError, match=r"installed: fancy_rms"):
+        external.resolve("other", "bnstudy.normalizers")
