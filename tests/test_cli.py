@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from bnstudy import data, measures
+from bnstudy.cli import args
 from bnstudy.cli import main as cli
 from bnstudy.networks import models, normalizers
 
@@ -55,12 +56,46 @@ def _study(path, seeds):
 def test_check_checks_each_file_on_its_own_unless_merged(tmp_path, capsys):
     a, b = _study(tmp_path / "a.yaml", [0]), _study(tmp_path / "b.yaml", [0, 1, 2])
     assert cli.main(["check", a, b]) == 0
-    out = capsys.readouterr().out.splitlines()
+    out = [line for line in capsys.readouterr().out.splitlines() if "config OK" in line]
     assert out == [f"{a}: config OK (1 experiments, 1 training runs)",
                    f"{b}: config OK (1 experiments, 3 training runs)"]
     assert cli.main(["check", "--merge", a, b]) == 0
-    assert capsys.readouterr().out.strip() == (f"{a} + {b}: config OK (1 experiments, "
+    assert capsys.readouterr().out.splitlines()[0] == (f"{a} + {b}: config OK (1 experiments, "
                                               "3 training runs)")
+
+
+def test_check_states_how_long_the_study_should_take_here(tmp_path, capsys):
+    """`check` says how long the study should take on this machine, from the cost model
+    (bnstudy.planning.cost.on_this_machine): more seeds, more time."""
+    import re
+
+    took = {}
+    for n in (1, 12):
+        path = _study(tmp_path / f"s{n}.yaml", list(range(n)))
+        assert cli.main(["check", path]) == 0
+        line = capsys.readouterr().out.splitlines()[1]
+        m = re.fullmatch(rf"{re.escape(path)}: should take at most about ([\d.]+) "
+                         r"(s|min|h|days) on this machine \((\d+) CPU cores(, no GPU| and a GPU); "
+                         r"`snakemake --cores \3`: (\d+) jobs, .* one at a time\), estimated "
+                         r"from FLOP counts .*", line)
+        assert m, line
+        took[n] = (float(m[1]) * {"s": 1, "min": 60, "h": 3600, "days": 86400}[m[2]], int(m[5]))
+    assert took[12][0] > took[1][0] and took[12][1] > took[1][1]
+
+
+def test_help_says_how_to_run_a_study_people_verbs_first(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert "snakemake --cores" in out and "python -m bnstudy check" in out
+    listing = out[out.index("verbs ("):]
+    rows = [line.split()[0] for line in listing.splitlines()[2:]
+            if line.startswith("    ") and not line.startswith("     ")]
+    assert rows[:len(args.USER_VERBS)] == list(args.USER_VERBS), rows
+    for verb in ("train", "measure", "aggregate", "plot", "report", "claims"):
+        assert verb in rows[len(args.USER_VERBS):]
+    marked = [line for line in listing.splitlines() if "[plumbing]" in line]
+    assert len(marked) == len(rows) - len(args.USER_VERBS)
 
 
 def test_check_names_each_bad_file_and_fails(tmp_path, capsys):
@@ -79,7 +114,7 @@ def test_check_states_the_runs_replication_can_add(tmp_path, capsys):
     with open(path, "a") as fh:
         fh.write("replication: {rounds: [3, 6]}\n")
     assert cli.main(["check", path]) == 0
-    assert capsys.readouterr().out.strip() == (
+    assert capsys.readouterr().out.splitlines()[0] == (
         f"{path}: config OK (1 experiments, 3 training runs in the first round, at most 6 "
         "after the replication rounds)")
     bad = _study(tmp_path / "b.yaml", [0, 1, 2, 3])

@@ -136,3 +136,84 @@ def test_batch_regularization_draws_the_compared_arms_only():
     assert br.findings({"generalization": gen[gen["arch"] == "cnn"]}) == ""
     with pytest.raises(ValueError, match="two or more batch-size/dropout settings"):
         plots.FAMILIES["batch_regularization"].draw([gen[gen["arch"] == "cnn"], train], {})
+
+
+def _sweep_table():
+    """A training table of three learning rates, 12 seeds at 1e-2 and 3 at the others."""
+    rows = []
+    for lr, seeds in ((1e-3, 3), (3e-3, 3), (1e-2, 12)):
+        for norm in ("none", "batchnorm"):
+            for seed in range(seeds):
+                for split in ("train", "test"):
+                    rows.append({"experiment": f"e{lr:g}", "dataset": "d", "model": "m",
+                                 "norm": norm, "seed": seed, "lr": lr, "step": 10,
+                                 "split": split, "loss": 0.5 + lr, "diverged": False})
+    return pd.DataFrame(rows)
+
+
+def test_lr_sweep_labels_every_learning_rate_and_states_seeds_per_point():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from bnstudy import plots
+
+    df = _sweep_table()
+    fig = lr_sweep.draw([df], {})
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert labels == ["0.001", "0.003", "0.01"], labels
+    note = plots.seeds_note([df], plots.FAMILIES["lr_sweep"].seeds_by)
+    assert note == ("seeds per arm: lr 0.001: 3 each (none, batchnorm); lr 0.003: 3 each "
+                    "(none, batchnorm); lr 0.01: 12 each (none, batchnorm)"), note
+    assert plots.seeds_note([df]) == "seeds per arm: 12 each (none, batchnorm)"  # the old one
+
+
+def _maps_table():
+    """A partition-density map table: 2 normalizers, init and final, four layer groups on a
+    6 x 6 grid, and 8 data points."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for norm in ("none", "batchnorm"):
+        for step in (0, 20):
+            for k, group in enumerate(("first", "middle", "last", "all")):
+                for x0 in np.linspace(-1, 1, 6):
+                    for x1 in np.linspace(-1, 1, 6):
+                        rows.append({"norm": norm, "step": step, "group": group,
+                                     "layer_index": k + 1,
+                                     "x0": x0, "x1": x1, "boundaries": float(rng.integers(0, 9)),
+                                     "radius": 0.03, "label": pd.NA})
+            for i in range(8):
+                rows.append({"norm": norm, "step": step, "group": "data", "layer_index": 0,
+                             "x0": rng.uniform(-1, 1), "x1": rng.uniform(-1, 1),
+                             "boundaries": np.nan, "radius": 0.03, "label": i % 2})
+    df = pd.DataFrame(rows)
+    df["label"] = df["label"].astype("Int64")
+    return df.assign(experiment="star", dataset="star2d", model="mlp", seed=0, diverged=False)
+
+
+def test_the_seeds_note_never_overprints_a_colour_bar_label():
+    """The partition-density maps' footer sat on the fourth colour bar's label (a horizontal bar
+    at the bottom of a constrained layout, whose label reaches below the figure's edge): the
+    note now goes below every drawn artist."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bnstudy import plots
+
+    plots.load_all()
+    plots.style({"dpi": 60})
+    df = _maps_table()
+    fig = plots.get("partition_density_maps").draw([df], {"dpi": 60})
+    note = plots.place_note(fig, plots.seeds_note([df]))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    box = note.get_window_extent(renderer)
+    bars = [a for a in fig.axes if a.get_label() == "<colorbar>"]
+    assert len(bars) == 4
+    for cax in bars:
+        assert box.y1 <= cax.get_tightbbox(renderer).y0 + 1e-6
+        assert not box.overlaps(cax.xaxis.label.get_window_extent(renderer))
+    plt.close(fig)

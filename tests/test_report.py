@@ -116,6 +116,69 @@ def built(tmp_path):
     return text, parse(text), ledger, figures
 
 
+def test_no_figure_is_inside_a_closed_fold(built):
+    """Figures are visible as the page opens: none sits in a <details> that is not open; the
+    config, the provenance and the full ledger are folded."""
+    text, tree, _, _ = built
+    figures = [n for n in walk(tree.root) if n["tag"] == "img"]
+    assert figures
+    for f in figures:
+        assert "details" not in f["parents"], f["attrs"].get("alt")
+    for sid in ("configuration", "provenance", "claims"):
+        sec = next(n for n in walk(tree.root) if n["attrs"].get("id") == sid)
+        folds = [c for c in sec["children"] if c["tag"] == "details"]
+        assert folds and "open" not in folds[0]["attrs"], sid
+    css = text[text.index("<style>"):text.index("</style>")]
+    assert re.search(r"\.scroll\{[^}]*overflow-x", css) is None  # no table scrolls sideways
+    assert re.search(r"td,th\{[^}]*overflow-wrap:anywhere", css)  # long text columns wrap
+
+
+def test_the_first_screen_holds_the_claim_sentences_then_the_forest_plot(built):
+    """Before any deviation list: the one-line caveat (when reduced), one generated sentence per
+    tested claim, then the forest plot of the paper tests (a study figure named 'forest': here a
+    stand-in PNG, as the forest family is drawn by another module)."""
+    text, tree, _, _ = built
+    answer = next(n for n in walk(tree.root) if n["attrs"].get("id") == "answer")
+    items = [n for n in walk(answer) if n["tag"] == "li"]
+    assert [i["attrs"]["data-claim"] for i in items] == ["noisy_bn", "ics_grad"]
+    assert items[1]["text"].startswith("BN does not reduce ICS: contradicted at this setting "
+                                       "on exp1 (0.37x the plain net's)"), items[1]["text"]
+    assert "undecided on exp1" in items[0]["text"] and "supported at this setting on exp2" \
+        in items[0]["text"]
+    assert text.index('class="answers"') < text.index('id="summary"')
+    assert not [n for n in walk(answer) if n["tag"] == "figure"]  # no forest figure drawn
+
+
+def test_a_forest_figure_is_placed_under_the_claim_sentences(tmp_path):
+    """STAND-IN: a blank PNG named figures/study/forest.png (the forest family belongs to
+    another module) is placed on the first screen, after the sentences, before what the study
+    ran, and not repeated in a section."""
+    from bnstudy.report import build as b
+
+    forest = tmp_path / "figures" / "study" / "forest.png"
+    forest.parent.mkdir(parents=True)
+    plt.imsave(forest, np.ones((2, 2, 3)))
+    ctx = b._forest(b._figure_index([str(forest)]))  # noqa: SLF001
+    assert ctx is not None and ctx["data"]
+    papers = [{"paper": "Santurkar et al.", "protocols": [
+        {"protocol": "a VGG on CIFAR-10", "same": [], "lines": [("8x8 digits", ["digits"])]}]}]
+    html = b.render(_context(forest=ctx, papers=papers))
+    i_sentence, i_fig = html.index('class="answers"'), html.index('id="fig-forest"')
+    assert i_sentence < i_fig < html.index('id="summary"') < html.index('class="papers"')
+    assert html.index("Reduced scale.") < i_sentence
+    assert b._forest({}) is None  # noqa: SLF001
+
+
+def _context(**over) -> dict:
+    base = {"title": "t", "level_pct": "95%", "answers": [{"claim_id": "c", "text": "C: x."}],
+            "answer_others": "", "papers": [], "forest": None,
+            "scale": {"reduced": True, "runs": 2, "diverged": 0, "experiments": [],
+                      "protocols": {}, "paper_scale": [], "study_deviations": []},
+            "found": {"rows": [], "unmeasured": []}, "sections": [], "ledger": [], "prose": [],
+            "rounds": [], "variance": "", "config_yaml": "", "provenance": ""}
+    return {**base, **over}
+
+
 def test_every_toc_link_resolves_to_an_id(built):
     text, tree, _, _ = built
     assert len(tree.ids) == len(set(tree.ids)), "duplicate ids"
@@ -124,7 +187,8 @@ def test_every_toc_link_resolves_to_an_id(built):
     toc = [n["attrs"]["href"][1:] for n in walk(nav) if n["tag"] == "a"]
     sections = [n["attrs"]["id"] for n in walk(tree.root) if n["tag"] == "section"]
     assert toc == sections  # the TOC lists every section, in order, and nothing else
-    assert sections[0] == "summary" and sections[-2:] == ["configuration", "provenance"]
+    assert sections[:2] == ["answer", "summary"]
+    assert sections[-2:] == ["configuration", "provenance"]
 
 
 def test_every_image_is_a_captioned_figure_inlined(built):
@@ -258,17 +322,18 @@ def test_findings_read_in_words_and_count_by_claim_without_dz_at_three_seeds(bui
     assert "By claim:" in text and "by row:" in text
 
 
-def test_sections_collapse_behind_the_claims_they_answer(built):
-    """A long section is one line until opened: the claims whose evidence it holds, with their
-    adjusted verdicts, stay visible; method, figures, findings and table sit in a <details>."""
+def test_sections_show_their_figures_and_fold_their_method(built):
+    """A section keeps the claims whose evidence it holds (their adjusted verdicts) in a line
+    above its figures, which are never folded; its method and summary table sit in a
+    <details>."""
     _, tree, _, _ = built
     secs = {n["attrs"]["id"]: n for n in walk(tree.root) if n["tag"] == "section"
             and n["attrs"]["id"].startswith("sec-")}
     for s in secs.values():
         details = [c for c in s["children"] if c["tag"] == "details"]
         assert len(details) == 1
-        assert not [n for n in walk(s) if n["tag"] == "figure"
-                    and "details" not in n["parents"]]
+        assert not [n for n in walk(details[0]) if n["tag"] == "figure"]
+    assert any(n["tag"] == "figure" for s in secs.values() for n in walk(s))
     head = [c for c in secs["sec-training"]["children"] if c["tag"] == "p"
             and "headline" in c["attrs"].get("class", "")]
     assert len(head) == 1

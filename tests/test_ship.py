@@ -127,3 +127,38 @@ def test_the_verdicts_table_counts_paper_tests_by_adjusted_verdict(tmp_path):
     assert c == {"tests": 2, "claims": 1, "other": {"implementation check": 1},
                  "verdicts": {"supported": 1, "contradicted at this setting": 0,
                               "absent at this setting": 0, "undecided": 1}}
+
+
+def test_a_shipped_study_lists_its_measure_tables_and_redraws_its_figures(tmp_path):
+    """`ship` carries the aggregated tables the figures are drawn from (zstd-compressed, same
+    rows and provenance, not the runs), so results.load on the shipped folder lists them and a
+    plot function draws from them without the study's runs."""
+    import matplotlib
+    import pyarrow.parquet as pq
+
+    from bnstudy import results
+
+    matplotlib.use("Agg")
+    r = _results(tmp_path)
+    ids = {"experiment": "e", "dataset": "toy", "model": "mlp"}
+    training = pd.DataFrame([{**ids, "norm": n, "seed": s, "step": st, "split": sp,
+                              "loss": 1.0 / (st + 1) + s * 0.01, "accuracy": 0.5 + 0.1 * st,
+                              "lr": 0.1, "diverged": False}
+                             for n in ("none", "batchnorm") for s in (0, 1) for st in (0, 5, 10)
+                             for sp in ("train", "test")])
+    io.write_table(training, r / "tables" / "training.parquet", io.provenance("h", "cpu"))
+    dest = tmp_path / "studies" / "s"
+    ship.ship(r, dest)
+    shipped = results.load(dest)
+    assert shipped.names() == ["claims", "training"]
+    assert shipped["training"].equals(io.read_table(r / "tables" / "training.parquet"))
+    assert shipped.provenance("training")["config_hash"] == "h"
+    codec = pq.ParquetFile(dest / "tables" / "training.parquet").metadata.row_group(0).column(0)
+    assert codec.compression == "ZSTD"
+    assert (dest / "tables" / "claims.parquet").read_bytes() == \
+        (r / "tables" / "claims.parquet").read_bytes()  # the ledger byte for byte
+    png = shipped.plot("training_curves", tmp_path / "curves.png", experiment="e")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="per experiment: name one"):
+        shipped.plot("training_curves", tmp_path / "x.png")
+    assert ship.size_mb(dest) < 1

@@ -119,11 +119,13 @@ def _file_digest(raw, at: int) -> str:
     return h.hexdigest()
 
 
-def write_table(df: pd.DataFrame, path: str | Path, prov: dict) -> None:
+def write_table(df: pd.DataFrame, path: str | Path, prov: dict,
+                compression: str | None = None) -> None:
     """Write ``df`` to Parquet atomically with ``prov`` in the schema metadata and the SHA-256
     of the file's bytes in the footer (see the module's docstring). Columns get their declared
     types first (:func:`bnstudy.columns.normalize`, by the table's file name), whichever command
-    writes the table."""
+    writes the table. ``compression``: Parquet's codec (default snappy; ``"zstd"`` at level 19
+    for the tables shipped into the repository, :mod:`bnstudy.report.ship`)."""
     from bnstudy import columns
 
     df = columns.normalize(Path(path).stem, df)
@@ -132,7 +134,10 @@ def write_table(df: pd.DataFrame, path: str | Path, prov: dict) -> None:
     meta[PROVENANCE_KEY] = json.dumps(prov, sort_keys=True, default=str).encode()
     table = table.replace_schema_metadata(meta)
     sink = pa.BufferOutputStream()
-    with pq.ParquetWriter(sink, table.schema) as writer:
+    codec = ({} if compression is None else
+             {"compression": compression, "compression_level": 19 if compression == "zstd"
+              else None})
+    with pq.ParquetWriter(sink, table.schema, **codec) as writer:
         writer.write_table(table)
         writer.add_key_value_metadata({CHECKSUM_KEY: FILE_MARK + _BLANK})
     raw = bytearray(sink.getvalue().to_pybytes())

@@ -97,6 +97,23 @@ class Results:
     def __getitem__(self, name: str) -> pd.DataFrame:
         return self.tables[name]
 
+    def plot(self, family: str, out: str | Path, experiment: str | None = None,
+             options: dict | None = None) -> Path:
+        """Draw figure ``family`` (``python -m bnstudy list figures``) from this directory's
+        tables into ``out`` (a .png), for ``experiment`` (an experiment-scope family) or the
+        whole study: the figure the report shows, from a shipped study's tables too
+        (:mod:`bnstudy.report.ship`), without its runs."""
+        from bnstudy import plots
+
+        fam = plots.get(family)
+        if (fam.scope == "experiment") != (experiment is not None):
+            how = ("per experiment: name one" if fam.scope == "experiment"
+                   else "once for the study: name no experiment")
+            raise ValueError(f"figure family {family!r} is drawn {how}")
+        plots.render(family, [str(self.table_path(t)) for t in fam.tables], str(out),
+                     options or {}, experiment)
+        return Path(out)
+
     def provenance(self, name: str) -> dict:
         """The provenance stored in table ``name`` (config hash, versions, device, commit...),
         its checksum verified (:class:`bnstudy.io.CorruptFile` names a damaged table)."""

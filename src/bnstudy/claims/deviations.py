@@ -37,6 +37,10 @@ def setups(config: dict) -> dict[str, dict]:
                      "measures": {m: config[m] for m in SETUP_MEASURES
                                   if m in config and m in e.get("measures", [m])},
                      "norms": list(e["norms"])}
+        aliases = {n: own["claims_as"] for n, own in (config.get("normalizers") or {}).items()
+                   if n in e["norms"] and own.get("claims_as")}
+        if aliases:  # a user's normalizer read with a built-in's claims (only where declared)
+            out[name]["claims_as"] = aliases
     return out
 
 

@@ -41,6 +41,8 @@ carries ``effect_sd`` (the paired differences' standard deviation), ``seeds_need
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -297,6 +299,22 @@ CLAIMS = (
 )
 
 
+def with_aliases(claims, setups: dict[str, dict] | None) -> tuple[Claim, ...]:
+    """The claims, each that pairs a built-in normalizer with a baseline also read on the
+    user's normalizers declared ``claims_as`` that built-in (a setup's ``claims_as``,
+    :func:`bnstudy.claims.deviations.setups`): a user's normalizer is an arm like any other."""
+    aliases: dict[str, set[str]] = {}
+    for s in (setups or {}).values():
+        for own, builtin in (s.get("claims_as") or {}).items():
+            aliases.setdefault(builtin, set()).add(own)
+    out = []
+    for c in claims:
+        extra = sorted({n for b in c.norms for n in aliases.get(b, ())} - set(c.norms))
+        out.append(dataclasses.replace(c, norms=(*c.norms, *extra))
+                   if extra and c.contrast is None else c)
+    return tuple(out)
+
+
 def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95,
              levels: dict[str, float] | None = None,
              setups: dict[str, dict] | None = None) -> pd.DataFrame:
@@ -307,7 +325,7 @@ def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95,
     with the claim's paper protocol in the ``deviations`` column."""
     rows = []
     at = Levels.of(level, levels)
-    for c in CLAIMS:
+    for c in with_aliases(CLAIMS, setups):
         base = {"claim_id": c.key, "paper": c.paper, "claim": c.claim, "quantity": c.quantity,
                 "rule": rule_text(c.rule, c.margin),
                 "margin": c.margin, "margin_source": c.margin_source,

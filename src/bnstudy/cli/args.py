@@ -6,10 +6,21 @@ from __future__ import annotations
 import argparse
 import json
 
-DESCRIPTION = """Command line: ``python -m bnstudy <verb> ...``, the only thing workflow rules call.
-Every option a verb needs is explicit; structured options travel as JSON strings (never
-evaluated as code). Inputs are validated before any expensive work starts. ``@FILE`` stands for
-the arguments in FILE, one per line: the workflow passes those that grow with the study so."""
+DESCRIPTION = """Run a study with Snakemake, which calls the verbs below:
+
+  python -m bnstudy check config/config.yaml   # check it; says how long it should take here
+  snakemake --cores 2                          # the default study (config/config.yaml)
+  snakemake --cores 2 --configfile config/studies/<name>.yaml   # another study
+  open results/report.html                     # the answer first, then the evidence
+  python -m bnstudy ledger results             # the claims ledger as Markdown
+
+Your own normalizer or data: EXTENDING.md ("Your own normalizer or data, without forking").
+The first verbs are for people; those marked [plumbing] are what the workflow's rules run (every
+option explicit, structured options as JSON, never evaluated; @FILE stands for the arguments in
+FILE, one per line)."""
+# the verbs a person runs, in this order; the others are the workflow's (marked [plumbing])
+USER_VERBS = ("check", "list", "ledger", "compare", "verify", "ship", "columns", "variance")
+PLUMBING = "[plumbing] "
 
 
 def json_arg(text: str):
@@ -44,10 +55,12 @@ def parser() -> argparse.ArgumentParser:
     # @FILE: arguments read from FILE, one per line (the workflow passes the ones that grow
     # with the study so, bnstudy.planning.arguments.write_arguments)
     p = argparse.ArgumentParser(prog="python -m bnstudy", description=DESCRIPTION,
-                                fromfile_prefix_chars="@")
+                                fromfile_prefix_chars="@",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages too")
     p.add_argument("--version", action="version", version=f"bnstudy {_version()}")
-    sub = p.add_subparsers(dest="verb", required=True)
+    sub = p.add_subparsers(dest="verb", required=True, metavar="VERB",
+                           title="verbs (for people first, then the workflow's plumbing)")
 
     s = sub.add_parser("list", help="what a config can name: normalizers, measures, dataset "
                        "kinds (with their options), architectures, analyses, figures")
@@ -207,4 +220,17 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, help="the report (.html)")
     s.add_argument("--paper-configs", nargs="*", default=[],
                    help="paper-scale study configs whose cost the report states")
+    _people_first(sub)
     return p
+
+
+def _people_first(sub) -> None:
+    """List :data:`USER_VERBS` first in ``--help`` (argparse lists verbs as they are added), the
+    others marked :data:`PLUMBING`."""
+    actions = sub._choices_actions  # noqa: SLF001 (argparse keeps the listing order here)
+    rank = {v: i for i, v in enumerate(USER_VERBS)}
+    actions.sort(key=lambda a: rank.get(a.dest, len(rank)))
+    for a in actions:
+        if a.dest not in rank:
+            a.help = PLUMBING + a.help
+            sub.choices[a.dest].description = a.help

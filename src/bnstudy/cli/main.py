@@ -44,6 +44,27 @@ def _runs(cfg: dict) -> str:
             f"rounds")
 
 
+def _time_here(cfg: dict) -> str:
+    """How long the study should take on this machine (bnstudy.planning.cost.on_this_machine),
+    in one line."""
+    from bnstudy.planning import cost as study_cost
+    from bnstudy.planning.plan import Plan
+    from bnstudy.train import loop as training
+
+    try:
+        gpu = training.resolve_device(cfg["device"]).type != "cpu"
+    except ValueError:
+        gpu = False
+    cores = os.cpu_count() or 1
+    t = study_cost.on_this_machine(Plan(cfg), cores, gpu)
+    where = f"{cores} CPU cores" + (" and a GPU" if gpu else ", no GPU")
+    return (f"should take at most {study_cost.duration(t['wall'])} on this machine ({where}; "
+            f"`snakemake --cores {cores}`: {t['jobs']} jobs, "
+            f"{study_cost.duration(t['serial']).removeprefix('about ')} one at a time), "
+            "estimated from FLOP counts and the cost model's conservative throughputs "
+            "(bnstudy.planning.cost), every planned replication round included")
+
+
 def cmd_check(a) -> None:
     from bnstudy.config import study
 
@@ -66,6 +87,8 @@ def cmd_check(a) -> None:
             bad.append(name)
             continue
         print(f"{name}: config OK ({len(cfg['experiments'])} experiments, {_runs(cfg)})")
+        if not (a.cluster or a.cost_header):
+            print(f"{name}: {_time_here(cfg)}")
         if a.cluster or a.cost_header:
             from bnstudy.planning import cost as study_cost
             from bnstudy.planning.plan import Plan

@@ -107,7 +107,8 @@ def cmd_ship(a) -> None:
     from bnstudy.report import ship
 
     done = ship.ship(a.results, a.dest)
-    log.info("shipped %d file(s) of %s into %s", len(done), a.results, a.dest)
+    log.info("shipped %d file(s) of %s into %s: %.1f MB", len(done), a.results, a.dest,
+             ship.size_mb(a.dest))
 
 
 def cmd_columns(a) -> None:

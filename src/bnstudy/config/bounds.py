@@ -111,6 +111,10 @@ def dataset_values(kind: str, o: dict) -> int | None:
         return (o["n_train"] + o["n_test"]) * 2 * o["dim"] + o["dim"] ** 2
     if kind == "teacher_student":
         return (round(o["alpha"] * o["N"]) + o["n_test"]) * (o["N"] + 1) + o["N"]
+    if kind in ("arrays", "image_folder", "function"):  # a user's data: what it holds
+        from bnstudy.data import user
+
+        return user.describe(kind, o)["values"]
     return None
 
 

@@ -207,6 +207,7 @@ def check(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) -> dict
     bounds.check_datasets(cfg)  # numbers each generated dataset holds, before any is made
     setup_checks.check_datasets(cfg, local)
     setup_checks.check_plots(cfg)
+    _user_normalizers(cfg)  # before the models: their norm_options may name them
     model_cfgs = _typed("models", cfg["models"], models.ModelConfig.from_dict,
                         model_checks.check_options)
     train_cfgs = _typed("trainings", cfg["trainings"], training.TrainConfig.from_dict)
@@ -252,6 +253,23 @@ def check_cached(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) 
         if str(cfg.get("device", "")).startswith("cuda"):
             _device(cfg, local)
     return cfg
+
+
+def _user_normalizers(cfg: dict) -> None:
+    """Load and register the config's own normalizers (:mod:`bnstudy.networks.external`): each
+    through the registry's conventions, each ``claims_as`` a registered normalizer."""
+    from bnstudy.networks import external, normalizers
+
+    for name, entry in (cfg.get("normalizers") or {}).items():
+        try:
+            external.register_normalizer(name, entry["from"])
+        except ValueError as e:
+            fail(f"normalizers.{name}", str(e))
+        alias = entry.get("claims_as")
+        builtins = sorted(set(normalizers.names()) - set(cfg["normalizers"]))
+        if alias is not None and alias not in builtins:
+            fail(f"normalizers.{name}.claims_as", f"{alias!r} is not a built-in normalizer; "
+                 f"allowed: {', '.join(builtins)}")
 
 
 def _replication(cfg: dict) -> None:

@@ -14,6 +14,9 @@ Each dataset is prepared once into an ``.npz`` file holding ``x_train, y_train, 
   generalization error (Eq. 16-17). Teacher, training inputs, training noise and test set come
   from separate streams of ``seed``: the teacher and the test set do not depend on alpha, and the
   training set of a smaller load is a prefix of a larger one's.
+- ``arrays``, ``image_folder``, ``function``: a user's own data, an ``.npz`` of the four arrays,
+  a folder of class subfolders of images, or a function of theirs named by import path
+  (:mod:`bnstudy.data.user`).
 - ``mnist``, ``cifar10``, ``cifar100``, ``svhn``: the real image sets, read from their standard
   files in ``data_dir`` (downloaded there when ``download: true`` and the network allows it;
   :mod:`bnstudy.data.files`); ``cifar100``'s ``label`` picks its 100 fine or 20 coarse classes.
@@ -36,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from bnstudy.data import files as realdata
-from bnstudy.data import images
+from bnstudy.data import images, user
 from bnstudy.data.option import BadOption, Option
 from bnstudy.io import REDO, CorruptFile, array_digest, atomic_path
 
@@ -134,7 +137,11 @@ GENERATORS: dict[str, Callable[..., Dataset]] = {
     "cifar10": _dataset(images.real("cifar10")),
     "cifar100": _dataset(images.cifar100),
     "svhn": _dataset(images.real("svhn")),
+    "arrays": _dataset(user.arrays),
+    "image_folder": _dataset(user.image_folder),
+    "function": _dataset(user.function),
 }
+USER_KINDS = ("arrays", "image_folder", "function")  # a user's own data (bnstudy.data.user)
 
 
 def kinds() -> list[str]:
@@ -159,6 +166,18 @@ OPTIONS: dict[str, dict[str, Option]] = {
     "cifar10": _REAL,
     "cifar100": {**_REAL, "label": Option("str", choices=realdata.CIFAR100_LABELS)},
     "svhn": _REAL,
+    "arrays": {"path": Option("str"), "task": Option("str", choices=user.TASKS),
+               "n_train": Option("int", 1, nullable=True),
+               "n_test": Option("int", 1, nullable=True), "seed": _SEED,
+               "standardize": Option("bool")},
+    "function": {"source": Option("str"), "task": Option("str", choices=user.TASKS),
+                 "n_train": Option("int", 1, nullable=True),
+                 "n_test": Option("int", 1, nullable=True), "seed": _SEED,
+                 "standardize": Option("bool")},
+    "image_folder": {"folder": Option("str"), "size": Option("int", 1, maximum=1025),
+                     "grayscale": Option("bool"), "n_train": Option("int", 1, nullable=True),
+                     "n_test": Option("int", 1, nullable=True), "seed": _SEED,
+                     "standardize": Option("bool")},
 }
 DIGITS_SIZE, DIGITS_CLASSES = 1797, 10  # scikit-learn's bundled digits
 REAL_SIZES = {"mnist": (60000, 10000, (1, 28, 28)), "cifar10": (50000, 10000, (3, 32, 32)),
@@ -202,6 +221,8 @@ def n_train(kind: str, options: dict | None) -> int:
         return DIGITS_SIZE - math.ceil(o["test_fraction"] * DIGITS_SIZE)
     if kind == "teacher_student":
         return int(round(o["alpha"] * o["N"]))
+    if kind in USER_KINDS:
+        return user.describe(kind, o)["n_train"]
     full = REAL_SIZES[kind][0]
     return full if o["n_train"] is None else min(o["n_train"], full)
 
@@ -217,6 +238,9 @@ def shape(kind: str, options: dict | None) -> tuple[tuple, int]:
         return ((1, 8, 8) if o["image"] else (64,)), 10
     if kind == "teacher_student":
         return (o["N"],), 1
+    if kind in USER_KINDS:
+        d = user.describe(kind, o)
+        return d["input_shape"], d["out_dim"]
     if kind == "cifar100":
         return REAL_SIZES[kind][2], 20 if o["label"] == "coarse" else 100
     return REAL_SIZES[kind][2], 10

@@ -176,3 +176,48 @@ def rewrite(path, plan) -> bool:
         with open(path, "w", encoding="utf-8", newline="") as f:
             f.write(out)
     return out != text
+
+
+def duration(seconds: float) -> str:
+    """'about 40 s', 'about 12 min', 'about 3.5 h', 'about 2.1 days'."""
+    if seconds < 90:
+        return f"about {seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"about {seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"about {seconds / 3600:.2g} h"
+    return f"about {seconds / 86400:.2g} days"
+
+
+# A local job's start from the fork server (docs/running.md: 0.3-0.4 s a job), in place of a
+# cluster job's START_SECONDS. The rest is the cost model's (conservative throughputs, every
+# planned replication round): an upper estimate. On the 2-core development machine the default
+# study is estimated at about 30 min and took 4 min 20 s alone (README, 2026-11-28); the tiny
+# study about 48 s, and 2 min 21 s beside four other engineers' jobs (2026-12-06)
+LOCAL_START = 0.4
+
+
+def on_this_machine(plan, cores: int, gpu: bool) -> dict:
+    """How long the study should take here, from the same work estimates as :func:`stages`:
+    each job on a GPU when this machine has one and the job's request gets one, else on the
+    config's threads; ``jobs``, ``serial`` (seconds, one job at a time) and ``wall`` (seconds
+    with Snakemake's ``--cores cores``: the CPU jobs spread over ``cores // threads`` slots, the
+    GPU jobs one at a time, never less than the longest job)."""
+    threads = max(1, int(plan.config["threads"]))
+    cpu_s = gpu_s = longest = 0.0
+    jobs = 0
+    for rule, found in plan.resource_jobs().items():
+        t = threads if _stage_of(rule) != REST else 1
+        for wildcards in found:
+            work = plan.job_work(rule, wildcards)
+            on_gpu = gpu and plan.job_resources(rule, wildcards)["gpu"] > 0
+            secs = resources.seconds(work, on_gpu, t) - resources.START_SECONDS + LOCAL_START
+            jobs += 1
+            longest = max(longest, secs)
+            if on_gpu:
+                gpu_s += secs
+            else:
+                cpu_s += secs * t / threads
+    slots = max(1, cores // threads)
+    return {"jobs": jobs, "serial": cpu_s + gpu_s,
+            "wall": max(cpu_s / slots, gpu_s, longest)}

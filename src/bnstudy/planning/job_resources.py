@@ -35,6 +35,8 @@ def n_test(kind: str, options: dict | None) -> int:
     if kind in data.REAL_SIZES:
         full = data.REAL_SIZES[kind][1]
         return full if o.get("n_test") is None else min(o["n_test"], full)
+    if kind in data.USER_KINDS:  # a user's file or folder: from its headers or listing
+        return data.user.describe(kind, o)["n_test"]
     return int(o["n_test"])
 
 

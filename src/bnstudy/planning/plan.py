@@ -175,9 +175,11 @@ class Plan(Rounds, Figures, Resources):
         opts = model.pop("norm_options", {}).get(norm)  # only this run's normalizer's options
         if opts:
             model["norm_options"] = {norm: opts}
+        own = (self.config.get("normalizers") or {}).get(norm)  # a user's normalizer
         return _json({"experiment": experiment, "dataset": e["dataset"], "model": e["model"],
                       "model_config": model, "norm": norm, "seed": int(seed),
-                      "training": self.config["trainings"][e["training"]]})
+                      "training": self.config["trainings"][e["training"]],
+                      **({"normalizer_from": own["from"]} if own else {})})
 
     def dataset_file(self, experiment: str) -> str:
         return self.res("data", f"{self.experiments[experiment]['dataset']}.npz")
@@ -261,6 +263,11 @@ class Plan(Rounds, Figures, Resources):
         the run's normalizer (:func:`bnstudy.networks.norms.entry_modules`; the registry
         imports the others dynamically, so their code is not in the stage's): a new or changed
         normalizer reruns only the runs that use it."""
+        own = (self.config.get("normalizers") or {}).get(norm)
+        if own:  # a user's normalizer: its file's content (bnstudy.networks.external)
+            from bnstudy.networks import external
+
+            return self.code("train") + external.source_digest(own["from"])
         entry = norms.entry_modules().get(norm)
         return self.code("train", [entry] if entry else [])
 

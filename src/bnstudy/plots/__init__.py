@@ -70,6 +70,9 @@ class Family:
     skip_datasets: tuple[str, ...] = ()
     in_study: Callable[[dict], bool] | None = None
     in_experiment: Callable[[dict, str], bool] | None = None
+    # a column whose values are the figure's points (the lr sweep's ``lr``): the seeds per arm
+    # are stated per value (seeds_note), as the runs behind each point differ
+    seeds_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -156,17 +159,36 @@ SAVE_RC = {"svg.hashsalt": "bnstudy", "pdf.fonttype": 42, "ps.fonttype": 42}
 RUN_KEYS = ("norm", "seed")
 
 
-def seeds_note(frames: list[pd.DataFrame]) -> str:
+def _arms_text(f: pd.DataFrame) -> str:
+    n = f.groupby("norm", sort=False)["seed"].nunique()
+    order = [k for k in ("none",) if k in n.index] + sorted(set(n.index) - {"none"})
+    if n.nunique() == 1:
+        return f"{int(n.iloc[0])} each ({', '.join(order)})"
+    return ", ".join(f"{k} {int(n[k])}" for k in order)
+
+
+def seeds_note(frames: list[pd.DataFrame], by: str | None = None) -> str:
     """'seeds per arm: none 12, batchnorm 12, layernorm 3' from the first table with runs
-    (normalizer and seed columns; 'each' when every arm has as many), '' without one."""
+    (normalizer and seed columns; 'each' when every arm has as many), '' without one; with
+    ``by`` (a column of that table), per value of it: 'seeds per arm: lr 0.001: 3 each (none,
+    batchnorm); lr 0.01: none 12, batchnorm 12'."""
     for f in frames:
         if set(RUN_KEYS) <= set(f.columns) and len(f):
-            n = f.groupby("norm", sort=False)["seed"].nunique()
-            order = [k for k in ("none",) if k in n.index] + sorted(set(n.index) - {"none"})
-            if n.nunique() == 1:
-                return f"seeds per arm: {int(n.iloc[0])} each ({', '.join(order)})"
-            return "seeds per arm: " + ", ".join(f"{k} {int(n[k])}" for k in order)
+            if by is None or by not in f.columns or f[by].nunique() < 2:
+                return f"seeds per arm: {_arms_text(f)}"
+            return "seeds per arm: " + "; ".join(f"{by} {v:g}: {_arms_text(g)}" if isinstance(
+                v, float) else f"{by} {v}: {_arms_text(g)}" for v, g in f.groupby(by))
     return ""
+
+
+def place_note(fig, note: str):
+    """``note`` under the figure's lower right corner, below everything drawn (a colour bar's
+    label at the bottom edge of a constrained layout included: the partition-density maps'
+    fourth bar), so it never overprints; returns the text."""
+    fig.canvas.draw()  # lays the figure out: where its lowest artist ends
+    box = fig.get_tightbbox(fig.canvas.get_renderer())
+    y = min(0.0, box.y0 / fig.get_figheight()) - 0.004
+    return fig.text(0.995, y, note, ha="right", va="top", fontsize="small", color="#444")
 
 
 def export_paths(png: str, options: dict) -> list[str]:
@@ -189,9 +211,9 @@ def _restrict(frames: list[pd.DataFrame], experiment, tables) -> list[pd.DataFra
 def _save(family: Family, frames: list[pd.DataFrame], out, options: dict) -> None:
     style(options)
     fig = family.draw(frames, options)
-    note = seeds_note(frames)
+    note = seeds_note(frames, family.seeds_by)
     if note:  # every figure states the seeds behind each arm, under its lower right corner
-        fig.text(0.995, 0.0, note, ha="right", va="top", fontsize="small", color="#444")
+        place_note(fig, note)
     for path in export_paths(out, options):
         fmt = str(path).rsplit(".", 1)[-1]
         with atomic_path(path) as tmp, plt.rc_context(SAVE_RC):

@@ -26,6 +26,7 @@ from bnstudy.plots.bands import band
 
 # imported on first use (bnstudy.lazy): importing this module stays cheap
 sns = lazy.module("seaborn")
+mticker = lazy.module("matplotlib.ticker")
 
 
 def final_losses(df: pd.DataFrame) -> pd.DataFrame:
@@ -77,6 +78,9 @@ def draw(frames, options):
             ax.axhline(top, color="grey", lw=0.8, ls=":")
             ax.text(ax.get_xlim()[0], top, " diverged", va="bottom", fontsize=8, color="grey")
         ax.set_xscale("log")
+        lrs = sorted(d["lr"].unique())  # every learning rate labelled, not only the decades
+        ax.set_xticks(lrs, [f"{lr:g}" for lr in lrs])
+        ax.xaxis.set_minor_locator(mticker.NullLocator())
         if log:
             ax.set_yscale("log")
         ax.set_title(f"{ds} / {model}")
@@ -103,6 +107,7 @@ def findings(frames) -> str:
 
 register(Family(
     "lr_sweep", draw, tables=("training",), module="lr_sweep", scope="study", in_study=swept,
+    seeds_by="lr",
     caption=("Final training loss of every run against its learning rate, one panel per "
              "dataset/model, lines are means over seeds with 95% Student-t CIs; crosses at the "
              "top mark "

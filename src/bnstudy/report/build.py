@@ -1,7 +1,9 @@
 """The final, self-contained HTML report (figures embedded as base64 PNG), rendered from the
 Jinja2 template of :mod:`bnstudy.report.template`.
 
-It opens with what the study ran and at what scale (:mod:`bnstudy.report.scale`: runs and
+It opens with the answer (:mod:`bnstudy.report.answer`: a one-line reduced-scale caveat, one
+sentence per claim, the forest plot of the paper tests when the study drew one), then what the
+study ran and at what scale (:mod:`bnstudy.report.scale`: runs and
 seeds per arm, each experiment's setting and its deviations from the papers' protocols, the
 paper-scale configs), what it found in sentences, and the table of contents; then the findings
 table (the claims ledger's paper tests, each linked to its evidence, the other rows counted
@@ -25,6 +27,7 @@ import pandas as pd
 import yaml
 
 from bnstudy import io, plots
+from bnstudy.report import answer as report_answer
 from bnstudy.report import prose as report_prose
 from bnstudy.report import rounds as report_rounds
 from bnstudy.report import scale as report_scale
@@ -32,6 +35,10 @@ from bnstudy.report import summary as report_summary
 from bnstudy.report import template as report_template
 from bnstudy.report import variance as report_variance
 from bnstudy.tables import intervals, layout
+
+# The study figure shown on the first screen, under the claim sentences (the forest plot of the
+# paper tests), when the study drew it; it is not repeated in a section
+FIRST_SCREEN = "forest"
 
 # Sections by question: partition density, ICS, smoothness, generalization and training, BN
 # jitter, teacher-student, the counterexample; sections not listed follow in registration order.
@@ -107,6 +114,8 @@ def section_context(section: plots.Section, frames: dict[str, pd.DataFrame],
     for scope in ["study", *experiments]:
         figures = []
         for fam_name in section.families:
+            if fam_name == FIRST_SCREEN:
+                continue
             fam = plots.FAMILIES[fam_name]
             if (fam.scope == "experiment") != (scope != "study") or (fam_name, scope) not in figs:
                 continue
@@ -160,8 +169,12 @@ def build(config: dict, table_paths: list[str], figures: list[str], out: str,
     settings = {e["name"]: e["setting"] for e in scale["experiments"]}
     for r in ledger:  # each finding names its setting
         r["setting"] = settings.get(r["experiment"], "")
+    ledger_df = frames.get("claims")
     doc = render({
         "title": title, "level_pct": f"{level:.0%}", "scale": scale,
+        "answers": report_answer.sentences(ledger_df),
+        "answer_others": report_answer.others(ledger_df),
+        "papers": report_answer.by_paper(ledger_df), "forest": _forest(figs),
         "found": report_summary.found(ledger), "sections": sections, "ledger": ledger,
         "prose": report_prose.paragraphs(ledger),
         "rounds": report_rounds.context(frames.get("replication")),
@@ -172,6 +185,17 @@ def build(config: dict, table_paths: list[str], figures: list[str], out: str,
     with io.atomic_path(out) as tmp:
         tmp.write_text(doc, encoding="utf-8")
     write_tables(frames, level, out)
+
+
+def _forest(figs: dict[tuple[str, str], Path]) -> dict | None:
+    """The first screen's figure (:data:`FIRST_SCREEN`, a study figure), None when the study has
+    none."""
+    path = figs.get((FIRST_SCREEN, "study"))
+    if path is None:
+        return None
+    fam = plots.FAMILIES.get(FIRST_SCREEN)
+    caption = fam.caption if fam is not None else "The paper tests: each row's effect and interval."
+    return {"data": _png(path), "caption": caption}
 
 
 def tables_dir(out: str | Path) -> Path:

@@ -7,7 +7,9 @@ A Markdown file holds a block::
     ...generated table...
     <!-- /verdicts -->
 
-with one row per named results folder (relative to the file): its paper tests counted by their
+then, per study, what it found in a few generated sentences (one per decided claim:
+:func:`bnstudy.report.answer.sentences`), with one row per named results folder (relative to the
+file): its paper tests counted by their
 multiplicity-adjusted verdict, in the report's words (:func:`bnstudy.claims.words.verdict_word`),
 and the other measured rows (implementation checks, rows beyond the paper, ...) counted apart,
 as the report's headline counts them (:func:`bnstudy.report.summary.kind`).
@@ -61,10 +63,38 @@ def table(root: Path, dirs: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+FOUND_PER_STUDY = 5  # claims spelled out per study beside the counts; the rest are counted
+
+
+def found(root: Path, dirs: list[str]) -> str:
+    """What each study found, in a few generated sentences beside the counts: the sentences of
+    :func:`bnstudy.report.answer.sentences` (one per claim) of the claims with a decided row,
+    at most :data:`FOUND_PER_STUDY`, the undecided rest counted."""
+    from bnstudy.report import answer
+
+    lines = []
+    for d in dirs:
+        said = answer.sentences(markdown.read(root / d))
+        decided = [s for s in said if s["decided"]]
+        shown = decided[:FOUND_PER_STUDY]
+        rest = len(said) - len(shown)
+        link = f"[report]({d}/report.html)"
+        more = (f" {rest} more claim{'s' if rest != 1 else ''} in its {link}." if rest else "")
+        if not shown:
+            more = f" No claim decided at this setting ({rest} undecided): its {link}."
+        text = " ".join(s["text"] for s in shown)
+        lines.append(f"- **`{Path(d).name}`**: {text}{more}".replace(":  ", ": "))
+    return "\n".join(lines) + "\n"
+
+
 def rewrite(text: str, root: str | Path = ".") -> str:
     """``text`` with every verdicts block regenerated from the ledgers its opening line names."""
-    return BLOCK.sub(lambda m: m.group(1) + table(Path(root), m.group("dirs").split())
-                     + m.group(4), text)
+    def block(m) -> str:
+        dirs = m.group("dirs").split()
+        return (m.group(1) + table(Path(root), dirs) + "\n" + found(Path(root), dirs)
+                + m.group(4))
+
+    return BLOCK.sub(block, text)
 
 
 def rewrite_file(path: str | Path) -> int:

@@ -1,14 +1,22 @@
 """The Jinja2 template of the HTML report (kept as a Python constant so that the report rule's
 code hash, which covers the modules report.py imports, covers the template too).
 
-The context is built by :func:`bnstudy.report.build.build`: ``title``, ``scale`` (what the
+The context is built by :func:`bnstudy.report.build.build`: ``title``, ``answers``,
+``answer_others``, ``forest`` and ``papers`` (:mod:`bnstudy.report.answer`), ``scale`` (what the
 study ran: :mod:`bnstudy.report.scale`), ``prose``, ``found`` (the summary of the claims ledger,
 :mod:`bnstudy.report.summary`), ``sections`` (only those with a figure or a summary table),
 ``ledger`` (every row), ``config_yaml`` and ``provenance``. Strings marked safe (tables that
 pandas or :mod:`bnstudy.report.rounds` render, which escape their cells) are HTML already;
 everything else, section findings included, is escaped by autoescaping.
 
-The page reads at 1280 px (one column, tables scroll sideways inside their box) and prints:
+It opens with the answer: a one-line reduced-scale caveat, one sentence per claim
+(:mod:`bnstudy.report.answer`) and the forest plot of the paper tests when the study drew one
+(the study figure ``forest``); then what the study ran, with the deviations grouped under the
+paper whose protocol they compare against. Figures are never folded; the method texts, the
+row-by-row findings, the full ledger, the config and the provenance are.
+
+The page reads at 1280 px (one column; table cells wrap, no table is wider than the page) and
+prints:
 the print stylesheet opens every collapsed section (``::details-content``, Chromium 131+ and
 current Firefox), keeps figures whole on a page and hides the navigation.
 """
@@ -26,22 +34,26 @@ a{color:#1a5fb4;text-decoration:none} a:hover{text-decoration:underline}
 figure{margin:1em 0;padding:.5em;border:1px solid #e4e4e4;border-radius:4px}
 figure img{display:block;max-width:100%;height:auto;margin:0 auto}
 figcaption{font-size:.88em;color:#444;margin-top:.4em}
-.scroll{overflow-x:auto;max-width:100%;margin:.5em 0}
-table{border-collapse:collapse;font-size:.84em}
-td,th{border:1px solid #ccc;padding:3px 7px;text-align:right;vertical-align:top}
+.scroll{max-width:100%;margin:.5em 0}
+table{border-collapse:collapse;font-size:.84em;max-width:100%}
+td,th{border:1px solid #ccc;padding:3px 7px;text-align:right;vertical-align:top;
+ overflow-wrap:anywhere}
 th{background:#f0f0f0;position:sticky;top:0} td.l,th.l{text-align:left}
 pre{background:#f6f6f6;padding:.8em;overflow-x:auto;font-size:.8em}
 nav.toc{background:#f4f6f8;border:1px solid #dde;border-radius:4px;padding:.6em 1.2em;
  margin:1.5em 0}
 nav.toc ol{columns:2 22em;margin:.3em 0;padding-left:1.4em} nav.toc li{margin:.15em 0}
 .up{font-size:.75em;font-weight:normal;margin-left:.6em}
-.v{font-weight:bold;white-space:nowrap} .nw{white-space:nowrap}
+.v{font-weight:bold} .nw{overflow-wrap:normal}
 details summary{cursor:pointer} table.found td{font-size:.95em}
 .v-supported{background:#d4edda} .v-contradicted-at-this-setting{background:#f8d7da}
 .v-absent-at-this-setting{background:#d6e4f0}
 .v-undecided{background:#fff3cd} .v-not-measured{background:#e2e3e5}
 .unmeasured{font-size:.92em;color:#444}
 .counts span{display:inline-block;padding:1px 8px;margin-right:.4em;border-radius:3px}
+ul.answers li{margin:.45em 0;font-size:1.04em} p.caveat{background:#fff8e5;border-left:4px solid
+ #e0a800;padding:.4em .8em} figure.forest{border-color:#bbb}
+details.fold>summary{font-weight:bold;margin:.6em 0} ul.papers>li{margin:.5em 0}
 .scale{font-size:1.05em} .dev{color:#7a3b00;font-size:.92em} ul.setting li{margin:.25em 0}
 dl dt{font-weight:bold} dl dd{margin:0 0 .4em 1.5em} .apart{font-size:.92em;color:#333}
 @media print{
@@ -61,30 +73,44 @@ TEMPLATE = """<!DOCTYPE html>
 <title>{{ title }}</title><style>{{ css }}</style></head>
 <body><main>
 <h1 id="top">{{ title }}</h1>
+<section id="answer">
+{% if scale.reduced %}<p class="caveat"><b>Reduced scale.</b> {{ scale.runs }} run{{ "" if
+ scale.runs == 1 else "s" }} on small settings, not the papers': each finding holds at this
+ study's setting; how each experiment differs from each paper's protocol is
+ <a href="#summary">below</a>.</p>{% endif %}
+{% if answers %}<h2>What this study found</h2>
+<ul class="answers">{% for a in answers %}<li data-claim="{{ a.claim_id }}">{{ a.text }}</li>
+{% endfor %}</ul>
+{% if answer_others %}<p class="apart">{{ answer_others }}</p>{% endif %}{% endif %}
+{% if forest %}<figure class="forest" id="fig-forest"><img alt="forest plot of the paper tests"
+ src="data:image/png;base64,{{ forest.data }}"><figcaption>{{ forest.caption }}</figcaption>
+</figure>{% endif %}
+</section>
 <section id="summary">
 <h2>What this study ran{% if scale.reduced %}: reduced scale{% endif %}</h2>
-<p class="scale">{% if scale.reduced %}<b>Reduced scale.</b> The verdicts below hold at this
-study's setting, not at the papers': every experiment below lists how it differs from the
-paper's protocol. {% endif %}This study trained {{ scale.runs }} run{{ "" if scale.runs == 1
+<p class="scale">This study trained {{ scale.runs }} run{{ "" if scale.runs == 1
 else "s" }} ({{ scale.diverged }} diverged) in {{ scale.experiments | length }}
 experiment{{ "" if scale.experiments | length == 1 else "s" }} (a run: one normalizer, one
 seed):</p>
 <ul class="setting">{% for e in scale.experiments %}<li><b>{{ e.name }}</b>: {{ e.setting }};
- seeds per arm: {{ e.seeds }}{% if e.planned %} (planned: no runs in the tables){% endif %}{%
- if e.deviations %}<br><span class="dev">differs from the paper: {{ e.deviations | join("; ")
- }}</span>{% endif %}</li>
-{% endfor %}{% if scale.study_deviations %}<li>the whole study differs from the paper: {{
- scale.study_deviations | join("; ") }}</li>{% endif %}</ul>
-{% if scale.protocols %}<p>What the papers ran:</p><ul>{% for paper, text in
- scale.protocols.items() %}<li>{{ paper }}: {{ text }}</li>{% endfor %}</ul>{% endif %}
+ seeds per arm: {{ e.seeds }}{% if e.planned %} (planned: no runs in the tables){% endif %}</li>
+{% endfor %}</ul>
+{% if papers %}<h3 id="deviations">How it differs from each paper's protocol</h3>
+<ul class="papers">{% for p in papers %}<li><b>{{ p.paper }}</b><ul>{% for pr in p.protocols
+%}<li>{{ pr.protocol }}{% if pr.same %} <i>(run as the paper did: {{ pr.same | join(", ")
+}})</i>{% endif %}{% if pr.lines %}<ul class="dev">{% for line, where in pr.lines %}<li>{{ line
+}} <i>({{ where | join(", ") }})</i></li>{% endfor %}</ul>{% endif %}</li>
+{% endfor %}</ul></li>
+{% endfor %}</ul>{% endif %}
 {% if scale.paper_scale %}<p>At paper scale (a GPU cluster), these configs would run the papers'
 protocols:</p><ul>{% for line in scale.paper_scale %}<li>{{ line }}</li>{% endfor %}</ul>{%
  endif %}
-<h3>What it found{% if scale.reduced %}, at this reduced scale{% endif %}</h3>
+<h3>The verdicts in numbers{% if scale.reduced %}, at this reduced scale{% endif %}</h3>
 {% for p in prose %}<p class="prose">{{ p }}</p>
 {% endfor %}
 </section>
 <nav class="toc" id="contents"><b>Contents</b><ol>
+<li><a href="#answer">What this study found</a></li>
 <li><a href="#summary">What this study ran</a></li>
 {% if found.rows or found.unmeasured %}<li><a href="#findings">Findings</a></li>{% endif %}
 {% for s in sections %}<li><a href="#{{ s.id }}">{{ s.title }}</a></li>
@@ -120,6 +146,8 @@ look's higher level). The verdict is the adjusted one (Holm's over the study's p
 needed: the seeds that would resolve the row at its observed effect and spread with 80% power;
 detectable: the smallest distance from the rule's boundary the current seeds resolve with 80%
 power. Each row links to the section holding its evidence.</p></details>
+<details class="fold"><summary>Every paper test, row by row ({{ found.n_tests }} rows), each
+linked to its evidence</summary>
 <div class="scroll"><table class="found">
 <tr><th class="l">claim</th><th class="l">evidence</th>
 <th class="l">where (experiment: normalizer vs baseline)</th><th>verdict</th>
@@ -143,7 +171,7 @@ power. Each row links to the section holding its evidence.</p></details>
 }}</small>{% endif %}</td>
 <td>{{ r.seeds_needed }}</td><td>{{ r.detectable }}</td>
 </tr>{% endfor %}{% endfor %}
-</table></div>
+</table></div></details>
 {% endif %}
 {% if found.unmeasured %}<p class="unmeasured"><b>Not measured:</b> {% for u in found.unmeasured
 %}{{ u.claim_id }} ({{ u.note }}){% if not loop.last %}; {% endif %}{% endfor %}.</p>{% endif %}
@@ -153,9 +181,7 @@ power. Each row links to the section holding its evidence.</p></details>
 <section id="{{ s.id }}">
 <h2>{{ s.title }}<a class="up" href="#contents">&uarr; contents</a></h2>
 {% if s.headline %}<p class="headline"><b>Claims read here.</b> {{ s.headline }}</p>
-{% endif %}<details class="section"><summary>Method, figures{% if s.findings %}, findings{% endif
-%}{% if s.table %} and summary table{% endif %}</summary>
-<p>{{ s.text }}</p>
+{% endif %}
 {% for g in s.groups %}
 {% if g.heading %}<h3 id="{{ g.id }}">{{ g.heading }}</h3>{% endif %}
 {% for f in g.figures %}<figure id="{{ f.id }}">
@@ -163,6 +189,9 @@ power. Each row links to the section holding its evidence.</p></details>
 <figcaption>{{ f.caption }}</figcaption></figure>
 {% endfor %}{% endfor %}
 {% if s.findings %}<p><b>Findings.</b> {{ s.findings }}</p>{% endif %}
+<details class="section"><summary>Method{% if s.table %} and summary table{% endif
+%}</summary>
+<p>{{ s.text }}</p>
 {% if s.table %}<p>Summary: mean &plusmn; half-width of the {{ level_pct }} CI over seeds.</p>
 <div class="scroll">{{ s.table | safe }}</div>{% endif %}
 </details>
@@ -225,11 +254,14 @@ and constant they are compared with.</p>
 {% endif %}
 <section id="configuration">
 <h2>Study configuration<a class="up" href="#contents">&uarr; contents</a></h2>
-<pre>{{ config_yaml }}</pre>
+<details class="fold"><summary>The study config as checked, defaults filled in</summary>
+<pre>{{ config_yaml }}</pre></details>
 </section>
 <section id="provenance">
 <h2>Provenance<a class="up" href="#contents">&uarr; contents</a></h2>
-<div class="scroll">{{ provenance | safe }}</div>
+<details class="fold"><summary>Where each table comes from (config hash, versions, device, git
+commit)</summary>
+<div class="scroll">{{ provenance | safe }}</div></details>
 </section>
 </main></body></html>
 """

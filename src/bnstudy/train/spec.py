@@ -18,12 +18,14 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from bnstudy.networks import normalizers
+from bnstudy.networks import external, normalizers
 from bnstudy.networks.models import ModelConfig
 from bnstudy.train.config import TrainConfig
 
 ID_KEYS = ("experiment", "dataset", "model", "norm", "seed")
 KEYS = (*ID_KEYS, "model_config", "training")
+# a user's normalizer: where it comes from (bnstudy.networks.external), only in its runs' specs
+OPTIONAL = ("normalizer_from",)
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class RunSpec:
             raise ValueError(f"{source}: expected a mapping with keys {list(KEYS)}, "
                              f"got {type(spec).__name__}")
         missing = [k for k in KEYS if k not in spec]
-        unknown = sorted(set(spec) - set(KEYS))
+        unknown = sorted(set(spec) - set(KEYS) - set(OPTIONAL))
         if missing or unknown:
             raise ValueError(f"{source}: missing keys {missing}, unknown keys {unknown}; "
                              f"a run spec has exactly {list(KEYS)}")
@@ -60,6 +62,8 @@ class RunSpec:
             if not isinstance(spec[k], dict):
                 raise ValueError(f"{source}: {k}={spec[k]!r}: allowed: a mapping of options")
         try:
+            if "normalizer_from" in spec:  # a user's normalizer: registered in this process too
+                external.register_normalizer(spec["norm"], spec["normalizer_from"])
             normalizers.get(spec["norm"])  # names the valid choices
             model_config = ModelConfig.from_dict(spec["model_config"])
             training = TrainConfig.from_dict(spec["training"])
