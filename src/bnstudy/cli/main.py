@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from bnstudy import lifeline, run_writer
 from bnstudy.cli.args import parser
 from bnstudy.cli.results import (
     cmd_columns,
@@ -99,15 +100,22 @@ def cmd_prepare_data(a) -> None:
 
 
 def cmd_train(a) -> None:
-    from bnstudy import data, io
     from bnstudy.tables import binding
-    from bnstudy.train import checkpoints
-    from bnstudy.train import loop as training
     from bnstudy.train.spec import RunSpec
 
     spec = RunSpec.parse(a.spec, source="--spec")  # typed from here on
     binding.check_outputs([a.out_history, a.out_checkpoints, *([a.resume] if a.resume else [])],
                           binding.run_place(spec.experiment, spec.norm, spec.seed))
+    with run_writer.one_writer(os.path.dirname(os.path.abspath(a.out_history)),
+                               f"train {spec.experiment}/{spec.norm}/seed{spec.seed}"):
+        _train(a, spec)
+
+
+def _train(a, spec) -> None:
+    from bnstudy import data, io
+    from bnstudy.train import checkpoints
+    from bnstudy.train import loop as training
+
     training.resolve_device(a.device)
     _set_threads(a.threads)
     ds = data.load(a.data)
@@ -131,12 +139,8 @@ def cmd_train(a) -> None:
 def cmd_measure(a) -> None:
     from pathlib import Path
 
-    import pandas as pd
-
-    from bnstudy import data, io, measures
+    from bnstudy import measures
     from bnstudy.tables import binding, layout
-    from bnstudy.train import checkpoints
-    from bnstudy.train import loop as training
 
     measure = measures.get(a.name)
     outs = {Path(o).stem: o for o in a.out}  # <table>.parquet
@@ -150,6 +154,19 @@ def cmd_measure(a) -> None:
     files = layout.grid_files(a.results, a.grid, "checkpoints.pt")  # checks the grid
     place = binding.block_place(a.experiment, a.grid[a.experiment]["seeds"])
     binding.check_outputs(a.out, place)
+    with run_writer.one_writer(os.path.dirname(os.path.abspath(a.out[0])),
+                               f"measure {a.name} on {a.experiment}"):
+        _measure(a, measure, options, files, place, outs)
+
+
+def _measure(a, measure, options, files, place, outs) -> None:
+    import pandas as pd
+
+    from bnstudy import data, io, measures
+    from bnstudy.tables import binding
+    from bnstudy.train import checkpoints
+    from bnstudy.train import loop as training
+
     dev = training.resolve_device(a.device)
     _set_threads(a.threads)
     ds = data.load(a.data)
@@ -268,6 +285,7 @@ COMMANDS = {"list": cmd_list, "check": cmd_check, "verify": cmd_verify,
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    lifeline.watch()  # a job of a local Snakemake ends with it (own process or fork server)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from bnstudy.data.files import DataUnavailable
