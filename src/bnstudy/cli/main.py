@@ -226,7 +226,8 @@ def cmd_claims(a) -> None:
     levels = sequential.interval_levels(a.plans, seeds, a.ci)
     ledger = claims.evaluate(frames, level=a.ci, levels=levels, setups=a.setup)
     hashes = [io.read_provenance(p).get("config_hash") for p in a.tables]
-    io.write_table(ledger, a.out, io.provenance(io.stable_hash([hashes, a.ci, a.setup]), "cpu"))
+    io.write_table(ledger, a.out, io.provenance(io.stable_hash([hashes, a.ci, a.setup]), "cpu",
+                                                 torch_free=True))
     counts = ledger["verdict"].value_counts().to_dict()
     adjusted = ledger["adjusted_verdict"].value_counts().to_dict()
     log.info("claims ledger: %d rows, verdicts %s, adjusted (Holm) %s", len(ledger), counts,
