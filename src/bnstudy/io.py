@@ -279,7 +279,7 @@ def load_pt(path: str | Path, kind: str | None):
     if hashlib.sha256(wrapper["payload"]).hexdigest() != wrapper.get("sha256"):
         raise CorruptFile(f"{path} is corrupt: its content does not match the checksum stored "
                           f"in it; {REDO}")
-    return _torch_load(_io.BytesIO(wrapper["payload"]), path, kind)
+    return _torch_load(_io.BytesIO(wrapper["payload"]), path, kind or wrapper["kind"])
 
 
 def array_digest(arrays: dict, extra: str = "") -> str:

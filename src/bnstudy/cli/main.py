@@ -4,6 +4,7 @@ when it runs, so a verb that only reads tables does not import torch."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -284,6 +285,11 @@ COMMANDS = {"list": cmd_list, "check": cmd_check, "verify": cmd_verify,
             "compare": cmd_compare, "ship": cmd_ship}
 
 
+# A write that failed for the disk exits with the errno (Snakemake shows a job's exit status, and
+# the job's log may be empty: it lies on the same full disk; docs/safety.md)
+DISK_STATUS = {e: e for e in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     lifeline.watch()  # a job of a local Snakemake ends with it (own process or fork server)
@@ -296,8 +302,11 @@ def main(argv: list[str] | None = None) -> int:
         rc = COMMANDS[args.verb](args)
         sys.stdout.flush()
     except (ValueError, FileNotFoundError, DataUnavailable, WriteFailed) as e:
-        print(f"bnstudy {args.verb}: error: {e}", file=sys.stderr)
-        return 2
+        try:  # the log may lie on the full disk: the exit status says it too
+            print(f"bnstudy {args.verb}: error: {e}", file=sys.stderr)
+        except OSError:
+            pass
+        return DISK_STATUS.get(e.errno, 2) if isinstance(e, WriteFailed) else 2
     except BrokenPipeError:
         # the reader closed the pipe (`... | head`): stop quietly, as the Python docs advise
         # (point stdout at devnull so that the interpreter's final flush cannot fail again)
