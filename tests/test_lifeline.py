@@ -159,3 +159,14 @@ def test_a_second_writer_of_a_run_is_refused_naming_the_first(tmp_path, star, ca
         holder.wait()
     assert cli.main(argv) == 0  # the lock ends with its process
     assert sorted(p.name for p in Path(run).iterdir()) == ["checkpoints.pt", "history.parquet"]
+
+
+def test_measures_write_a_block_side_by_side_but_one_measure_once(tmp_path):
+    block = tmp_path / "seeds0-1"
+    with run_writer.one_writer(block, "measure a", files="a"):
+        with run_writer.one_writer(block, "measure b", files="b"):  # another measure: allowed
+            pass
+        with pytest.raises(run_writer.RunBusy, match="measure a"):
+            with run_writer.one_writer(block, files="a"):
+                pass
+    assert not list(block.iterdir())

@@ -5,7 +5,8 @@ while a new Snakemake, after ``--unlock``, trained the same run beside it: two w
 run's files, which only the atomic writes and determinism kept right. The results lock
 (:mod:`bnstudy.planning.lock`) is held by a Snakemake process, not by its jobs, so it cannot see
 them. So a job that writes a run's (or a block's) directory holds :data:`WRITER_FILE` in it,
-``flock``'d, with its pid, host, verb and start in it (:func:`one_writer`); a second writer is
+``flock``'d, with its pid, host, verb and start in it (:func:`one_writer`; in a block's
+directory, which the measures write side by side, one lock per measure); a second writer is
 refused at once with a one-line :class:`RunBusy` naming the first. The lock ends with the
 process (a killed job leaves none held); the file is removed when the writer is done, so a
 finished run's directory holds only its outputs.
@@ -24,6 +25,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 WRITER_FILE = ".bnstudy-writer.lock"
+
+
+def lock_file(files: str = "") -> str:
+    """The writer lock's name: :data:`WRITER_FILE` for a run's directory, one per ``files`` in
+    a directory that several jobs write (``.bnstudy-writer-smoothness.lock``)."""
+    return WRITER_FILE if not files else f".bnstudy-writer-{files}.lock"
 
 
 class RunBusy(ValueError):
@@ -48,12 +55,14 @@ def _same_file(fd: int, path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def one_writer(directory: str | Path, what: str = "") -> Iterator[None]:
+def one_writer(directory: str | Path, what: str = "", files: str = "") -> Iterator[None]:
     """Hold ``directory``'s writer lock while the block runs; :class:`RunBusy` names the holder
-    when another process holds it."""
+    when another process holds it. ``files``: the writer's share of a directory that several
+    jobs write side by side (a block's directory: each measure its own tables), which has a
+    lock of its own (:func:`lock_file`)."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    path = d / WRITER_FILE
+    path = d / lock_file(files)
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:

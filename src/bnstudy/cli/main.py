@@ -156,7 +156,7 @@ def cmd_measure(a) -> None:
     place = binding.block_place(a.experiment, a.grid[a.experiment]["seeds"])
     binding.check_outputs(a.out, place)
     with run_writer.one_writer(os.path.dirname(os.path.abspath(a.out[0])),
-                               f"measure {a.name} on {a.experiment}"):
+                               f"measure {a.name} on {a.experiment}", files=a.name):
         _measure(a, measure, options, files, place, outs)
 
 
