@@ -107,3 +107,15 @@ def test_every_declaration_is_a_range_of_a_declared_column():
         for column, rng in cols.items():
             assert column in names, (table, column)
             assert isinstance(rng, ranges.Range)
+
+
+def test_counts_and_zero_to_one_values_are_read_off_the_meanings(tmp_path):
+    assert ranges.ranges("bn_jitter")["n_batches"] == ranges.NONNEGATIVE
+    assert ranges.ranges("teacher_student")["P"] == ranges.NONNEGATIVE
+    assert ranges.ranges("generalization")["test_accuracy"] == ranges.FRACTION
+    df = pd.DataFrame({"experiment": ["e"], "norm": ["none"], "seed": [0], "step": [0],
+                       "n_points": [-3]})
+    path = tmp_path / "partition_density.parquet"
+    io.write_table(df, path, io.provenance("h"))
+    with pytest.raises(ranges.ImpossibleValue, match="column 'n_points' holds -3"):
+        io.read_table(path)

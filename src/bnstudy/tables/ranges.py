@@ -5,7 +5,9 @@ A table's checksum guards its bytes against corruption, not against values no ru
 each table declares its columns' value ranges next to their types, as ``RANGES = {table:
 {column: Range(...)}}``: the study tables' in :mod:`bnstudy.column_docs.study_columns` (where
 table ``"all"`` holds the names that mean one thing in every table: a seed, a step), and a
-measure's in its package's ``columns`` module (beside its ``COLUMNS``). :func:`check` reads
+measure's in its package's ``columns`` module (beside its ``COLUMNS``); besides, a column
+whose meaning says it is a count (``(count)``) is non-negative and one whose meaning says ``0 to
+1`` lies in [0, 1] (:func:`_from_meanings`). :func:`check` reads
 them, and a violation raises :class:`ImpossibleValue`: one line naming the file, the column, the
 row's keys and the value.
 
@@ -85,7 +87,9 @@ def declared() -> dict[str, dict[str, Range]]:
         except ModuleNotFoundError:
             continue
         sources.append(getattr(mod, "RANGES", {}))
-    for source in sources:
+    for table, column, rng in _from_meanings():
+        out.setdefault(table, {})[column] = rng
+    for source in sources:  # declared ranges win over the ones read off the meanings
         for table, cols in source.items():
             for column, rng in cols.items():
                 if not isinstance(rng, Range):
@@ -93,6 +97,19 @@ def declared() -> dict[str, dict[str, Range]]:
                                     f"bnstudy.tables.ranges.Range, got {rng!r}")
                 out.setdefault(table, {})[column] = rng
     return out
+
+
+def _from_meanings():
+    """``(table, column, Range)`` read off the column dictionary's words: a count (``(count``)
+    is non-negative, a value ``0 to 1`` lies in [0, 1] (missing values allowed)."""
+    from bnstudy import columns
+
+    for table, column, value in columns.declarations():
+        meaning = columns.entry(table, column, value)[1]
+        if "0 to 1" in meaning:
+            yield table, column, FRACTION
+        elif "(count" in meaning:
+            yield table, column, NONNEGATIVE
 
 
 def table_of(path: str | Path) -> str:
