@@ -13,6 +13,11 @@ process: the start time differs) ends the job with SIGTERM after one line on its
 SIGKILL :data:`GRACE` seconds later. Its writes are atomic (:func:`bnstudy.io.atomic_path`):
 nothing half-written is left as a result, and the rerun resumes.
 
+Why not ``prctl(PR_SET_PDEATHSIG)``: it fires when the *parent* (thread) of the process ends, and
+a job's parent is Snakemake's shell, not Snakemake (and a fork server's child's parent is the
+server); nor a pipe: Snakemake closes every other file descriptor of the jobs it starts. Its pid
+in the environment reaches both process models.
+
 On a cluster the scheduler owns the jobs: Snakemake's SLURM executor cancels its jobs
 (``scancel``) when it is interrupted; a Snakemake killed with SIGKILL cannot, and its jobs run
 to their end or their time limit (``docs/safety.md``). A cluster job never watches the submitting
