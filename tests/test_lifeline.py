@@ -170,3 +170,38 @@ def test_measures_write_a_block_side_by_side_but_one_measure_once(tmp_path):
             with run_writer.one_writer(block, files="a"):
                 pass
     assert not list(block.iterdir())
+
+
+@pytest.mark.workflow
+def test_a_killed_real_snakemakes_train_job_stops(tmp_path_factory):
+    """The Snakefile's onstart exports the lifeline: a real Snakemake, SIGKILLed while its train
+    job runs, leaves no training behind (fork server off, so the job is Snakemake's shell's own
+    python; the served case is the stand-in test's)."""
+    import harness
+
+    project = harness.copy_project(tmp_path_factory.mktemp("lifeline") / "project")
+    cfg = harness.with_steps(harness.only_experiments(harness.tiny_config(), "star"), 10**6)
+    cfg["trainings"]["sgd"]["eval_every"] = 10**5
+    cfg["results"] = "results"
+    harness.write_config(project / "long.yaml", cfg)
+    target = "results/runs/star/none/seed0/history.parquet"
+    env = {**harness.env(project), "BNSTUDY_FORKSERVER": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "snakemake", target, "--cores", "1",
+                             "--configfile", "long.yaml"], cwd=project, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    lock = project / "results/runs/star/none/seed0" / run_writer.WRITER_FILE
+    jobs = []
+    try:
+        _wait(lock.exists, 240, "the train job to start")
+        jobs = [int(json.loads(lock.read_text())["pid"])]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        _wait(lambda: all(_gone(p) for p in jobs), 15, f"the train job {jobs} to stop")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in jobs:
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
+    log = project / "results/logs/train/star/none/seed0.log"
+    assert "the Snakemake that started this job" in log.read_text()
