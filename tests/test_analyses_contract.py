@@ -83,6 +83,7 @@ def test_an_unknown_key_is_refused_with_the_valid_keys():
 def test_the_config_check_parses_each_entry_with_its_options(tmp_path):
     cfg = tiny_config()
     cfg["results"] = str(tmp_path / "results")
+    cfg["results_anywhere"] = True  # a tmp folder, outside the working directory
     cfg["analyses"] = {"dannemann": {"lr_plain": math.inf}}
     # infinities are refused for every number of a config, before the analysis's own checks
     with pytest.raises(loader.ConfigError,
@@ -152,6 +153,7 @@ def test_a_discovered_analysis_is_checked_and_run_by_the_config_check_and_cli(tm
     monkeypatch.setattr(analyses, "REGISTRY", found)
     cfg = tiny_config()
     cfg["results"] = str(tmp_path / "results")
+    cfg["results_anywhere"] = True  # a tmp folder, outside the working directory
     cfg["analyses"] = {"echo": {"n": 0}}
     with pytest.raises(loader.ConfigError, match=r"analyses.echo.n=0: need a value >= 1"):
         study.check(cfg, local=False)

@@ -24,7 +24,7 @@ MAX_ARG_STRLEN = 131072  # Linux: the longest single argument of a command
 
 
 def sweep_study(tmp_path: Path, n: int) -> dict:
-    cfg = tiny_config(results=str(tmp_path / "results"))
+    cfg = tiny_config(results=str(tmp_path / "results"), results_anywhere=True)
     cfg["experiments"] = {"e": {"dataset": "star2d", "model": "mlp", "training": "sgd",
                                 "norms": ["none"], "seeds": [0],
                                 "sweep": {"v": {i: {} for i in range(n)}}}}

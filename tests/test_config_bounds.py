@@ -27,6 +27,7 @@ BASE = tiny_config()
 def _cfg(tmp_path: Path, **sections) -> dict:
     cfg = copy.deepcopy(BASE)
     cfg["results"] = str(tmp_path / "results")
+    cfg["results_anywhere"] = True  # a tmp folder, outside the working directory
     cfg.update(sections)
     return cfg
 

@@ -176,6 +176,7 @@ CASES = [
 def bad_config(patch, tmp_path) -> dict:
     cfg = copy.deepcopy(BASE)
     cfg["results"] = str(tmp_path / "results")
+    cfg["results_anywhere"] = True  # a tmp folder, outside the working directory
     patch(cfg)
     return cfg
 
@@ -346,7 +347,8 @@ def test_declared_dataset_options_are_the_generators_arguments():
 
 
 def test_cli_check_verb(tmp_path):
-    good = write_config(tmp_path / "good.yaml", {**BASE, "results": str(tmp_path / "r")})
+    good = write_config(tmp_path / "good.yaml", {**BASE, "results": str(tmp_path / "r"),
+                                                   "results_anywhere": True})
     out = subprocess.run([sys.executable, "-m", "bnstudy", "check", str(good)],
                          capture_output=True, text=True)
     assert out.returncode == 0 and "config OK" in out.stdout, out.stderr

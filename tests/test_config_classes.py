@@ -30,6 +30,7 @@ BASE = tiny_config()
 
 def _load_check(cfg: dict, tmp_path: Path, local: bool = False) -> dict:
     cfg.setdefault("results", str(tmp_path / "results"))
+    cfg.setdefault("results_anywhere", True)  # a tmp folder, outside the working directory
     f = write_config(tmp_path / "study.yaml", cfg)
     return study.check(study.load([f]), local=local)
 
@@ -243,7 +244,8 @@ def test_sweeps_of_the_wrong_shape_are_named(patch, words, tmp_path):
 # -- caps, stated and checked without building ----------------------------------------------------
 
 def test_a_deep_extends_chain_is_refused_at_the_stated_depth(tmp_path):
-    write_config(tmp_path / "f0.yaml", {**base(), "results": str(tmp_path / "results")})
+    write_config(tmp_path / "f0.yaml", {**base(), "results": str(tmp_path / "results"),
+                                          "results_anywhere": True})
     for i in range(1, 1100):
         (tmp_path / f"f{i}.yaml").write_text(f"extends: f{i - 1}.yaml\n")
     with pytest.raises(loader.ConfigError) as err:
@@ -335,6 +337,7 @@ def test_the_cli_check_verb_says_it_in_one_paragraph(patch, words, tmp_path):
     cfg = base()
     patch(cfg)
     cfg["results"] = str(tmp_path / "results")
+    cfg["results_anywhere"] = True  # a tmp folder, outside the working directory
     f = write_config(tmp_path / "bad.yaml", cfg)
     out = subprocess.run([sys.executable, "-m", "bnstudy", "check", "--cluster", str(f)],
                          capture_output=True, text=True)

@@ -23,7 +23,8 @@ def _training(seeds=3):
                 for split in ("train", "test"):
                     rows.append({"experiment": "e", "dataset": "d", "model": "m", "norm": norm,
                                  "seed": seed, "step": step, "split": split,
-                                 "loss": float(1.0 / (1 + step) + rng.normal(0, 0.1)),
+                                 # a loss is never negative (bnstudy.tables.ranges)
+                                 "loss": float(abs(1.0 / (1 + step) + rng.normal(0, 0.1))),
                                  "accuracy": float(rng.uniform(0.5, 1.0))})
     return pd.DataFrame(rows)
 

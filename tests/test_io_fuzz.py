@@ -27,7 +27,7 @@ PATTERNS = (0xFF, 0x01)
 
 def small_table() -> pd.DataFrame:
     return pd.DataFrame({"experiment": ["a", "b", "b"], "step": [0, 5, 10],
-                         "loss": [0.5, float("nan"), 0.25], "diverged": [False, True, False]})
+                         "loss": [0.5, float("nan"), 0.25], "diverged": [False, True, True]})
 
 
 def classify(read, path, raw: bytes, expected, same) -> dict[str, int]:

@@ -33,6 +33,7 @@ def cache(tmp_path, monkeypatch) -> Path:
 def _tiny(tmp_path) -> dict:
     cfg = harness.tiny_config()
     cfg["results"] = str(tmp_path / "results")
+    cfg["results_anywhere"] = True  # a tmp folder, outside the working directory
     return cfg
 
 

@@ -51,6 +51,7 @@ def _refuser(calls: list, kinds=None) -> measures.Measure:
 def _config(tmp_path, **section) -> dict:
     cfg = copy.deepcopy(BASE)
     cfg["results"] = str(tmp_path / "results")
+    cfg["results_anywhere"] = True  # a tmp folder, outside the working directory
     cfg["refuser"] = section
     return cfg
 

@@ -78,6 +78,7 @@ def test_the_study_check_names_model_normalizer_and_option(tmp_path):
     """Refused when the config is checked, for a normalizer no experiment runs too."""
     cfg = tiny_config()
     cfg["results"] = str(tmp_path / "results")
+    cfg["results_anywhere"] = True  # a tmp folder, outside the working directory
     cfg["models"]["mlp"]["norm_options"] = {"noisy_batchnorm": {"eval_noise": "sometimes"}}
     with pytest.raises(loader.ConfigError) as err:
         study.check(cfg, local=False)

@@ -313,6 +313,7 @@ def test_the_claims_job_and_rounds_read_only_the_ledgers_tables(tmp_path):
     sorted by every round before."""
     cfg = study.check(study.load([ROOT / "config/config.yaml"]), local=False)
     cfg["results"] = str(tmp_path / "results")
+    cfg["results_anywhere"] = True  # a tmp folder, outside the working directory
     p = plan.Plan(cfg)
     stems = {Path(t).stem for t in p.ledger_tables()}
     assert {"ics", "smoothness", "partition_density", "training", "dannemann"} <= stems

@@ -278,7 +278,7 @@ def test_a_results_directory_holding_another_study_is_refused_before_any_job(pro
     another working directory is refused by its dry run already, naming both (in-process cases:
     tests/test_results_lock.py)."""
     shared = tmp_path / "shared results"
-    args = ["--config", f"results={shared}"]
+    args = ["--config", f"results={shared}", "results_anywhere=True"]  # outside the project
     snakemake(project, "--cores", "1", f"{shared}/data/star2d.npz", *args)
     path = shared / ".bnstudy-study.json"
     record = json.loads(path.read_text())

@@ -123,7 +123,9 @@ def _training(experiments=("e1", "e2")):
                         rows.append({"experiment": experiment, "dataset": "d", "model": "m",
                                      "norm": norm, "seed": seed, "step": step, "split": split,
                                      "lr": 0.1 * (i + 1), "diverged": False,
-                                     "loss": float((1 + i) / (1 + step) + rng.normal(0, 0.1)),
+                                     # a loss is never negative (bnstudy.tables.ranges)
+                                     "loss": float(abs((1 + i) / (1 + step)
+                                                       + rng.normal(0, 0.1))),
                                      "accuracy": float(rng.uniform(0.5, 1.0))})
     return pd.DataFrame(rows)
 

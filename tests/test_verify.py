@@ -127,3 +127,19 @@ def test_a_run_file_that_names_no_run_is_refused(study, capsys):
     io.write_table(pd.DataFrame({"step": [0]}), path, {"config_hash": "h"})
     assert cli.main(["verify", str(study)]) == 1
     assert f"{path} does not say which run it belongs to" in capsys.readouterr().out
+
+
+class _Payload:  # a Python object: weights_only=True refuses to unpickle it
+    pass
+
+
+def test_a_pickle_bearing_checkpoint_is_named_by_its_kind(tmp_path):
+    """Issue 50, item 6: a correctly checksummed wrapper around a pickled Python object was
+    called "not a bnstudy None file" by verify."""
+    from bnstudy import io, verify
+
+    path = tmp_path / "checkpoints.pt"
+    io.save_pt({"model": _Payload()}, path, "run")
+    why = verify.check_file(path)
+    assert why is not None and "None" not in why
+    assert why.startswith(f"{path} is not a bnstudy run file (it holds Python objects")

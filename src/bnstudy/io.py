@@ -182,10 +182,28 @@ def _parsed(path, what: str, parse):
 
 def read_table(path: str | Path) -> pd.DataFrame:
     """A table written by :func:`write_table`, its checksum verified (:class:`CorruptFile`,
-    naming the file, when it is unreadable, foreign or altered in any byte)."""
+    naming the file, when it is unreadable, foreign or altered in any byte) and its values
+    checked against their declared types and ranges (:func:`_checked`)."""
     raw = _verified(path)
-    return _parsed(path, "reading the table",
-                   lambda: pq.read_table(pa.BufferReader(raw)).to_pandas())
+    df = _parsed(path, "reading the table",
+                 lambda: pq.read_table(pa.BufferReader(raw)).to_pandas())
+    _checked(path, df)
+    return df
+
+
+def _checked(path, df) -> None:
+    """Refuse a table whose columns hold other types than declared (:func:`bnstudy.columns.
+    normalize`) or values outside their declared ranges (:mod:`bnstudy.tables.ranges`), naming
+    the file (:class:`CorruptFile`)."""
+    from bnstudy import columns
+    from bnstudy.tables import ranges
+
+    table = ranges.table_of(path)
+    try:
+        columns.normalize(table, df)
+    except (TypeError, ValueError) as e:
+        raise CorruptFile(f"{path}: {e}; {REDO}") from None
+    ranges.check(path, df, table)
 
 
 def read_provenance(path: str | Path) -> dict:
@@ -266,7 +284,7 @@ def load_pt(path: str | Path, kind: str | None):
     if hashlib.sha256(wrapper["payload"]).hexdigest() != wrapper.get("sha256"):
         raise CorruptFile(f"{path} is corrupt: its content does not match the checksum stored "
                           f"in it; {REDO}")
-    return _torch_load(_io.BytesIO(wrapper["payload"]), path, kind)
+    return _torch_load(_io.BytesIO(wrapper["payload"]), path, kind or wrapper["kind"])
 
 
 def array_digest(arrays: dict, extra: str = "") -> str:

@@ -15,7 +15,9 @@
   oneMKL ran as MKL itself reports it, oneDNN's ISA cap). Importing bnstudy asks for the AVX2
   branches (:func:`bnstudy.pin_kernels`), but MKL grants its AVX2 branch on Intel CPUs only: on
   others it runs AUTO (its own dispatch), and matrix products with long reductions round
-  otherwise (``docs/reproducibility.md``). An aggregated table lists its inputs' values;
+  otherwise (``docs/reproducibility.md``). An aggregated table lists its inputs' values; a
+  table computed without torch (the claims ledger, a replication table) says so
+  (:data:`NO_TORCH`), in its own process and in a fork server's child alike;
 - ``created``: the UTC time the table was written (ISO 8601). It is the only field that differs
   between two runs of the same config on one machine; the numbers do not.
 """
@@ -32,6 +34,7 @@ from importlib import metadata
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+NO_TORCH = "none (computed without torch)"  # kernels of a table whose job computes without it
 
 
 def _git(*args: str) -> subprocess.CompletedProcess | None:
@@ -156,7 +159,11 @@ def kernels() -> str | None:
     return ", ".join(parts)
 
 
-def record(config_hash: str, device: str = "cpu", **extra) -> dict:
+def record(config_hash: str, device: str = "cpu", torch_free: bool = False, **extra) -> dict:
+    """The provenance of a table (see the module's docstring). ``torch_free``: the job computed
+    its numbers without torch (the claims ledger, a replication table), so ``kernels`` says so
+    (:data:`NO_TORCH`) whether or not torch happens to be imported: a fork server's child has
+    it imported, a job in its own process does not, and the two must record the same."""
     import numpy
     import pandas
 
@@ -174,7 +181,7 @@ def record(config_hash: str, device: str = "cpu", **extra) -> dict:
         "device": device,
         **precision(),
         "cpu": cpu_model(),
-        "kernels": kernels(),
+        "kernels": NO_TORCH if torch_free else kernels(),
         "git_commit": git_commit(),
         "git_dirty": git_dirty(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -4,12 +4,14 @@ when it runs, so a verb that only reads tables does not import torch."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
 import time
 from pathlib import Path
 
+from bnstudy import lifeline, run_writer
 from bnstudy.cli.args import parser
 from bnstudy.cli.results import (
     cmd_columns,
@@ -122,15 +124,22 @@ def cmd_prepare_data(a) -> None:
 
 
 def cmd_train(a) -> None:
-    from bnstudy import data, io
     from bnstudy.tables import binding
-    from bnstudy.train import checkpoints
-    from bnstudy.train import loop as training
     from bnstudy.train.spec import RunSpec
 
     spec = RunSpec.parse(a.spec, source="--spec")  # typed from here on
     binding.check_outputs([a.out_history, a.out_checkpoints, *([a.resume] if a.resume else [])],
                           binding.run_place(spec.experiment, spec.norm, spec.seed))
+    with run_writer.one_writer(os.path.dirname(os.path.abspath(a.out_history)),
+                               f"train {spec.experiment}/{spec.norm}/seed{spec.seed}"):
+        _train(a, spec)
+
+
+def _train(a, spec) -> None:
+    from bnstudy import data, io
+    from bnstudy.train import checkpoints
+    from bnstudy.train import loop as training
+
     training.resolve_device(a.device)
     _set_threads(a.threads)
     ds = data.load(a.data)
@@ -154,12 +163,8 @@ def cmd_train(a) -> None:
 def cmd_measure(a) -> None:
     from pathlib import Path
 
-    import pandas as pd
-
-    from bnstudy import data, io, measures
+    from bnstudy import measures
     from bnstudy.tables import binding, layout
-    from bnstudy.train import checkpoints
-    from bnstudy.train import loop as training
 
     measure = measures.get(a.name)
     outs = {Path(o).stem: o for o in a.out}  # <table>.parquet
@@ -173,6 +178,19 @@ def cmd_measure(a) -> None:
     files = layout.grid_files(a.results, a.grid, "checkpoints.pt")  # checks the grid
     place = binding.block_place(a.experiment, a.grid[a.experiment]["seeds"])
     binding.check_outputs(a.out, place)
+    with run_writer.one_writer(os.path.dirname(os.path.abspath(a.out[0])),
+                               f"measure {a.name} on {a.experiment}", files=a.name):
+        _measure(a, measure, options, files, place, outs)
+
+
+def _measure(a, measure, options, files, place, outs) -> None:
+    import pandas as pd
+
+    from bnstudy import data, io, measures
+    from bnstudy.tables import binding
+    from bnstudy.train import checkpoints
+    from bnstudy.train import loop as training
+
     dev = training.resolve_device(a.device)
     _set_threads(a.threads)
     ds = data.load(a.data)
@@ -232,7 +250,8 @@ def cmd_claims(a) -> None:
     levels = sequential.interval_levels(a.plans, seeds, a.ci)
     ledger = claims.evaluate(frames, level=a.ci, levels=levels, setups=a.setup)
     hashes = [io.read_provenance(p).get("config_hash") for p in a.tables]
-    io.write_table(ledger, a.out, io.provenance(io.stable_hash([hashes, a.ci, a.setup]), "cpu"))
+    io.write_table(ledger, a.out, io.provenance(io.stable_hash([hashes, a.ci, a.setup]), "cpu",
+                                                 torch_free=True))
     counts = ledger["verdict"].value_counts().to_dict()
     adjusted = ledger["adjusted_verdict"].value_counts().to_dict()
     log.info("claims ledger: %d rows, verdicts %s, adjusted (Holm) %s", len(ledger), counts,
@@ -289,8 +308,14 @@ COMMANDS = {"list": cmd_list, "check": cmd_check, "verify": cmd_verify,
             "compare": cmd_compare, "ship": cmd_ship}
 
 
+# A write that failed for the disk exits with the errno (Snakemake shows a job's exit status, and
+# the job's log may be empty: it lies on the same full disk; docs/safety.md)
+DISK_STATUS = {e: e for e in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    lifeline.watch()  # a job of a local Snakemake ends with it (own process or fork server)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from bnstudy.data.files import DataUnavailable
@@ -300,8 +325,11 @@ def main(argv: list[str] | None = None) -> int:
         rc = COMMANDS[args.verb](args)
         sys.stdout.flush()
     except (ValueError, FileNotFoundError, DataUnavailable, WriteFailed) as e:
-        print(f"bnstudy {args.verb}: error: {e}", file=sys.stderr)
-        return 2
+        try:  # the log may lie on the full disk: the exit status says it too
+            print(f"bnstudy {args.verb}: error: {e}", file=sys.stderr)
+        except OSError:
+            pass
+        return DISK_STATUS.get(e.errno, 2) if isinstance(e, WriteFailed) else 2
     except BrokenPipeError:
         # the reader closed the pipe (`... | head`): stop quietly, as the Python docs advise
         # (point stdout at devnull so that the interpreter's final flush cannot fail again)

@@ -10,6 +10,8 @@ error for regression.
 
 from __future__ import annotations
 
+from bnstudy.tables.ranges import FRACTION, NONNEGATIVE, Range
+
 RUN_IDS = {
     "experiment": ("string",
                    "the experiment (a config `experiments` entry; swept ones by generated name)"),
@@ -203,4 +205,18 @@ OTHER = {
     "n_angles": ("integer",
                  "no written table carries it (the dannemann analysis's option of that name: "
                  "directions of its angle scan)"),
+}
+
+# The values each column can hold (bnstudy.tables.ranges), checked on every read of a table:
+# table "all" holds the names that mean one thing in every table.
+RANGES = {
+    "all": {"seed": NONNEGATIVE, "step": NONNEGATIVE, "n_seeds": NONNEGATIVE,
+            "n_runs": NONNEGATIVE},
+    "training": {
+        "loss": Range(low=0, finite=True, unless="diverged"),
+        "accuracy": FRACTION,
+        "lr": Range(low=0, finite=True),
+        "wall_time": Range(low=0, finite=True),
+        "diverged": Range(marks="loss"),
+    },
 }

@@ -4,6 +4,10 @@ would make a folder named ``~`` in the working directory), and a symbolic link o
 leads nowhere named before any work (:func:`link_problem`: a loop, or a dangling link, whose
 target does not exist, which ``mkdir`` would report only as "File exists").
 
+A study's ``results`` lies under the working directory (:func:`outside_workdir`) and is new,
+empty or marked as bnstudy's (:func:`foreign_content`), so that ``results: /etc`` or
+``../../elsewhere`` never has the workflow write beside files that are not its own.
+
 Nothing here raises: the callers (:mod:`bnstudy.config.loader`,
 :mod:`bnstudy.config.setup_checks`) turn a problem into a ConfigError naming the key.
 """
@@ -14,6 +18,10 @@ import errno
 import os
 from pathlib import Path
 
+# a results directory's marker: written when a run starts work there (bnstudy.planning.lock.claim);
+# a directory with it (or a run's study record, .bnstudy-study.json) is a bnstudy results directory
+RESULTS_MARKER = ".bnstudy-results"
+STUDY_RECORD = ".bnstudy-study.json"
 NAME_MAX = 255  # bytes of one file or folder name (Linux, macOS; "File name too long" past it)
 
 
@@ -46,3 +54,26 @@ def long_part(path: str | Path) -> str | None:
     """The first file or folder name of ``path`` longer than :data:`NAME_MAX` bytes, if any."""
     return next((part for part in Path(path).parts
                  if len(os.fsencode(part)) > NAME_MAX), None)
+
+
+def outside_workdir(path: str | Path) -> str | None:
+    """The working directory, when ``path`` (its symbolic links followed) does not lie under it;
+    else None."""
+    cwd = Path.cwd().resolve()
+    real = Path(os.path.realpath(path))
+    return None if real == cwd or cwd in real.parents else str(cwd)
+
+
+def foreign_content(path: str | Path) -> str | None:
+    """What an existing, non-empty directory ``path`` holds (a few names) when it has no bnstudy
+    marker (:data:`RESULTS_MARKER` or :data:`STUDY_RECORD`); None for a new, empty or marked
+    directory (or one that cannot be listed: the writability check names that)."""
+    p = Path(path)
+    try:
+        names = sorted(os.listdir(p)) if p.is_dir() else []
+    except OSError:
+        return None
+    if not names or RESULTS_MARKER in names or STUDY_RECORD in names:
+        return None
+    shown = ", ".join(repr(n) for n in names[:3])
+    return shown + (f" and {len(names) - 3} more" if len(names) > 3 else "")

@@ -1,7 +1,9 @@
 """What a study's jobs would find out only when they run, checked before any job.
 
-- :func:`check_results`: the results directory (``~`` expanded in place) exists as a directory or
-  can be created (a directory made and removed at once in its nearest existing parent shows
+- :func:`check_results`: the results directory (``~`` expanded in place) lies under the working
+  directory (unless ``results_anywhere: true``), is new, empty or already a bnstudy results
+  directory (its marker, :data:`bnstudy.config.paths.RESULTS_MARKER`), and exists as a directory
+  or can be created (a directory made and removed at once in its nearest existing parent shows
   it); no symbolic link on its way is a loop or dangling, no name in it too long
   (:mod:`bnstudy.config.paths`);
 - :func:`check_datasets`: every dataset's ``seed`` fits the data split's generator
@@ -43,9 +45,23 @@ def check_path(key: str, path: Path) -> None:
 
 
 def check_results(cfg: dict) -> None:
+    given = cfg["results"]
     cfg["results"] = paths.expand(cfg["results"])  # "~/x": the home folder's x, not ./~/x
     r = Path(cfg["results"])
     check_path("results", r)
+    shown = repr(given) + (f" (that is {cfg['results']!r})" if given != cfg["results"] else "")
+    if not cfg.get("results_anywhere", False):
+        where = paths.outside_workdir(r)
+        if where is not None:
+            fail("results", f"{shown} lies outside the working directory {where!r}; allowed: "
+                            "a directory under it (such as results/<study>), or set "
+                            "`results_anywhere: true` to write this study's results elsewhere")
+    other = paths.foreign_content(r)
+    if other is not None:
+        fail("results", f"{shown} is an existing directory holding other files ({other}) and "
+                        f"no bnstudy marker ({paths.RESULTS_MARKER}); allowed: a new or empty "
+                        "directory, or one a bnstudy run made (the workflow writes its results "
+                        "next to what is there and would mix with it)")
     for p in (r, *r.parents):
         if p.exists() and not p.is_dir():
             fail("results", f"{str(r)!r}: {str(p)!r} is an existing file, not a directory; "

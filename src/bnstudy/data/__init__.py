@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from bnstudy.data import files as realdata
-from bnstudy.data import images, user
+from bnstudy.data import images, npz, user
 from bnstudy.data.option import BadOption, Option
 from bnstudy.io import REDO, CorruptFile, array_digest, atomic_path
 
@@ -274,10 +274,10 @@ def load(path: str | Path) -> Dataset:
     """The dataset at ``path``; :class:`bnstudy.io.CorruptFile` names a corrupt, truncated or
     foreign file (its checksum is verified)."""
     try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in _ARRAYS}
-            meta, want = str(z["meta"]), str(z["sha256"])
-    except FileNotFoundError:
+        got = npz.read(path, (*_ARRAYS, "meta", "sha256"))  # declared sizes checked first
+        arrays = {k: got[k] for k in _ARRAYS}
+        meta, want = str(got["meta"]), str(got["sha256"])
+    except (FileNotFoundError, CorruptFile):
         raise
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
         raise CorruptFile(f"{path} is corrupt, truncated or not a bnstudy dataset "

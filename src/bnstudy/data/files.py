@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import math
 import tarfile
 import urllib.request
 from pathlib import Path
@@ -106,10 +107,14 @@ def read_idx(path: Path) -> np.ndarray:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as fh:
         raw = fh.read()
-    if raw[0] != 0 or raw[1] != 0 or raw[2] != 8:
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 8:
         raise ValueError(f"{path} is not an unsigned-byte IDX file")
     ndim = raw[3]
     dims = [int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
+    held = len(raw) - 4 - 4 * ndim
+    if held < 0 or math.prod(dims) != held:  # checked before any array is made of it
+        raise CorruptData(f"{path} is corrupt: its header declares {tuple(dims)} "
+                          f"({math.prod(dims):,} bytes) but it holds {max(held, 0):,}")
     return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
@@ -189,6 +194,9 @@ def read_svhn_mat(path: Path) -> tuple[np.ndarray, np.ndarray]:
         m = loadmat(path, variable_names=["X", "y"])
     except (ValueError, OSError, TypeError) as e:
         raise CorruptData(f"{path} is not a readable MATLAB file ({e})") from None
+    except MemoryError:  # a header declaring an absurd size (the MD5 is checked before this)
+        raise CorruptData(f"{path}: its arrays could not be allocated (out of memory, or a "
+                          "corrupt size in it)") from None
     x, y = m.get("X"), m.get("y")
     if (x is None or y is None or x.dtype != np.uint8 or x.ndim != 4
             or x.shape[:3] != (32, 32, 3) or y.size != x.shape[3]):

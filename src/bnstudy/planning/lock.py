@@ -13,6 +13,8 @@ study, and a second one is refused before any job:
   reruns what the change affects), and a same-config run from anywhere proceeds. Written when a
   run starts work (:func:`claim`, Snakemake's ``onstart``), checked whenever the Snakefile is
   read (:func:`check`, dry runs included).
+- ``<results>/.bnstudy-results``: the marker of a bnstudy results directory, written with the
+  record: a config's ``results`` must be new, empty or so marked (:mod:`bnstudy.config.paths`).
 - ``<results>/.bnstudy-study.lock``: held (``flock``) by the Snakemake process running the
   study, with its pid, host, working directory and config hash in it; a second run while it is
   held is refused, naming the holder. The lock goes with the process, so a killed run leaves
@@ -28,18 +30,23 @@ import socket
 import time
 from pathlib import Path
 
+from bnstudy.config import paths
 from bnstudy.config.loader import ConfigError
 
-STUDY_FILE = ".bnstudy-study.json"
+STUDY_FILE = paths.STUDY_RECORD
+MARKER_TEXT = (b"This directory holds a bnstudy study's results: a study config may name it as "
+               b"`results:` (bnstudy.config.setup_checks.check_results).\n")
 LOCK_FILE = ".bnstudy-study.lock"
 _HELD: dict[str, int] = {}  # resolved results directory -> the open, locked file descriptor
 
 
 def config_hash(cfg: dict) -> str:
-    """The study's identity: a hash of its flat config, without the ``results`` path."""
+    """The study's identity: a hash of its flat config, without the ``results`` path (and
+    ``results_anywhere``, which only allows where it lies)."""
     from bnstudy import io
 
-    return io.stable_hash({k: v for k, v in cfg.items() if k != "results"})
+    return io.stable_hash({k: v for k, v in cfg.items()
+                           if k not in ("results", "results_anywhere")})
 
 
 def _record(cfg: dict, configfiles) -> dict:
@@ -138,6 +145,9 @@ def claim(cfg: dict, configfiles) -> None:
         _HELD[key] = fd
         check(cfg, configfiles)  # a study recorded while this run waited for the lock
     from bnstudy import io
+
+    if not (root / paths.RESULTS_MARKER).exists():  # a bnstudy results directory from now on
+        io.write_bytes(root / paths.RESULTS_MARKER, MARKER_TEXT)
 
     have = _recorded(root)  # kept for a same-config run from elsewhere: the owner stays
     if have is None or have["config_hash"] != mine["config_hash"]:

@@ -144,6 +144,6 @@ def table(paths: list[str], out: str) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=cols).sort_values(["experiment", "round", "claim_id",
                                                        "row_experiment", "norm"],
                                                       kind="stable", ignore_index=True)
-    io.write_table(df, out, io.provenance(io.stable_hash(records), "cpu",
+    io.write_table(df, out, io.provenance(io.stable_hash(records), "cpu", torch_free=True,
                                           rounds=len(paths)))
     return df

@@ -3,6 +3,8 @@ column dictionary (:mod:`bnstudy.column_docs`, ``results/README.md``), checked a
 it writes by ``tests/test_column_docs.py``. ``ROWS``: what one row of each table is.
 """
 
+from bnstudy.tables.ranges import FRACTION, NONNEGATIVE, Range
+
 ROWS = {
     "generalization": "one row per run, at its last checkpoint "
     "(`bnstudy.measures.generalization.compute`)"
@@ -34,5 +36,15 @@ COLUMNS = {
                               "steps in words (equal for runs trained alike)"),
         "diverged": ("boolean", "whether the run diverged (its checkpoints stop at the failing "
                                 "step); its metrics are NaN"),
+    }
+}
+
+# The values each column can hold, checked on every read of the table (bnstudy.tables.ranges)
+RANGES = {
+    "generalization": {
+        "train_loss": NONNEGATIVE, "test_loss": NONNEGATIVE,
+        "train_accuracy": FRACTION, "test_accuracy": FRACTION,
+        "accuracy_gap": Range(low=-1, high=1), "gamma_sq": NONNEGATIVE, "dropout": FRACTION,
+        "train_batch_size": Range(low=1),
     }
 }

@@ -3,6 +3,8 @@ column dictionary (:mod:`bnstudy.column_docs`, ``results/README.md``), checked a
 it writes by ``tests/test_column_docs.py``. ``ROWS``: what one row of each table is.
 """
 
+from bnstudy.tables.ranges import NONNEGATIVE
+
 ROWS = {
     "smoothness": "one row per run and checkpoint (`bnstudy.measures.smoothness.compute`)",
     "smoothness_probes": "one row per run, checkpoint and probe step along -g",
@@ -41,5 +43,19 @@ COLUMNS = {
         "grad_diff": "||grad L(w - eta g) - g||_2",
         "beta": "grad_diff / distance (NaN at distance 0)",
         "bn_statistics": "`batch` (train mode) or `running` (eval mode)",
+    },
+}
+
+# The values each column can hold, checked on every read of the tables (bnstudy.tables.ranges)
+RANGES = {
+    "smoothness": {
+        "loss": NONNEGATIVE, "grad_norm": NONNEGATIVE, "loss_min": NONNEGATIVE,
+        "loss_max": NONNEGATIVE, "grad_pred_max": NONNEGATIVE, "beta_eff": NONNEGATIVE,
+        "nonfinite_probes": NONNEGATIVE, "hessian_iterations": NONNEGATIVE, "lr": NONNEGATIVE,
+        "n_probes": NONNEGATIVE, "n_params": NONNEGATIVE,
+    },
+    "smoothness_probes": {
+        "loss": NONNEGATIVE, "distance": NONNEGATIVE, "grad_diff": NONNEGATIVE,
+        "beta": NONNEGATIVE,
     },
 }
