@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bnstudy.data import npz
+
 ARRAYS = ("x_train", "y_train", "x_test", "y_test")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
 TASKS = ("classification", "regression")
@@ -74,9 +76,9 @@ def _headers(path: str) -> dict[str, tuple[tuple, np.dtype]]:
 
 @lru_cache(maxsize=16)
 def _describe_arrays(path: str, task: str, mtime: float) -> dict:
-    def labels():  # the labels only: K
-        with np.load(path, allow_pickle=False) as z:
-            return [z["y_train"], z["y_test"]]
+    def labels():  # the labels only: K (declared sizes checked before allocating)
+        z = npz.read(path, ["y_train", "y_test"])
+        return [z["y_train"], z["y_test"]]
 
     return _check(_headers(path), path, task, labels)
 
@@ -234,8 +236,8 @@ def arrays(path="data.npz", task="classification", n_train=None, n_test=None, se
     """The ``arrays`` kind: a user's .npz file (see the module docstring)."""
     o = {"path": path, "task": task, "n_train": n_train, "n_test": n_test}
     d = describe("arrays", o)
-    with np.load(path, allow_pickle=False) as z:
-        xtr, ytr, xte, yte = (np.asarray(z[a]) for a in ARRAYS)
+    z = npz.read(path, ARRAYS)  # declared sizes checked before allocating
+    xtr, ytr, xte, yte = (np.asarray(z[a]) for a in ARRAYS)
     return _finish(xtr, ytr, xte, yte, d, task, n_train, n_test, seed, standardize)
 
 
