@@ -209,7 +209,8 @@ def test_slices_pass_through_the_checkpoint_and_the_initialization(bn_run, star)
 
 
 def curvature_free(out):
-    return not out["landscape_curvature"] and not out["landscape_spectrum"]
+    return not (out["landscape_curvature"] or out["landscape_spectrum"]
+                or out["landscape_blocks"])
 
 
 @pytest.mark.parametrize("norm", ["none", "batchnorm", "noisy_batchnorm"])
@@ -241,10 +242,11 @@ def test_per_block_traces_sum_to_the_total(bn_run, star):
     out = landscape.run(bn_run, star, {**SMALL, "trace_blocks": True, "checkpoints": "last",
                                        "grid_checkpoints": "none"}, CPU)
     curv = pd.DataFrame(out["landscape_curvature"])
-    blocks = curv[curv["block"] != "all"]
+    blocks = pd.DataFrame(out["landscape_blocks"])
     assert len(blocks) == len(compute.trainable(training.build(bn_run["spec"], star)))
-    assert blocks["trace"].sum() == pytest.approx(curv[curv["block"] == "all"]["trace"].item())
-    assert blocks["hessian_top"].isna().all()
+    assert blocks["trace"].sum() == pytest.approx(curv["trace"].item())
+    assert blocks["n_params"].sum() == curv["n_params"].item()
+    assert compute.TABLES == landscape.TABLES
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -258,3 +260,39 @@ def test_per_block_traces_sum_to_the_total(bn_run, star):
 def test_bad_options_are_named(bad, message):
     with pytest.raises(ValueError, match=message):
         landscape.Options.parse(bad)
+
+
+def test_cli_tables_figures_and_findings(star, tmp_path):
+    from specs import measure_cli
+
+    from bnstudy import data, io, plots
+    from bnstudy.plots import landscape as landscape_plots
+
+    data.save(star, tmp_path / "star.npz")
+    runs = [training.train(make_spec(norm=norm, seed=seed, training=TRAIN), star, "cpu")
+            for norm in ("none", "batchnorm") for seed in (0, 1)]
+    rc, outs = measure_cli(tmp_path, "landscape", runs, tmp_path / "star.npz",
+                           options={**SMALL, "checkpoints": "first_last"})
+    assert rc == 0
+    frames = {t: pd.read_parquet(p) for t, p in outs.items()}
+    assert set(frames["landscape_grid"]["norm"]) == {"none", "batchnorm"}
+    for t, df in frames.items():
+        io.write_table(df, tmp_path / f"{t}.parquet", {})
+    for fam, t in (("landscape_lines", "landscape"), ("landscape_grid", "landscape_grid"),
+                   ("landscape_spectrum", "landscape_spectrum")):
+        out = tmp_path / f"{fam}.png"
+        plots.render(fam, [str(tmp_path / f"{t}.parquet")], str(out), {}, experiment="t")
+        assert out.stat().st_size > 10_000
+        assert "filter-normalized" in plots.get(fam).caption or fam == "landscape_spectrum"
+        assert "sample" in plots.get(fam).caption
+    curv = frames["landscape_curvature"]
+    bn = curv[(curv["norm"] == "batchnorm") & (curv["step"] == 0)]
+    text = landscape_plots.findings(frames)
+    assert f"batchnorm: trace {bn['trace'].mean():.3g}" in text
+
+
+def test_contour_levels_are_shared_and_log_spaced_when_wide():
+    from bnstudy.plots.landscape import levels
+
+    assert levels([0.1, 5.0, 50.0], 5) == pytest.approx(np.geomspace(0.1, 50.0, 5))
+    assert levels([1.0, 2.0, np.inf], 3) == pytest.approx([1.0, 1.5, 2.0])

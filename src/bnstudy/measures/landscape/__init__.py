@@ -17,7 +17,8 @@ from typing import ClassVar
 from bnstudy import options
 
 NAME = "landscape"
-TABLES = ("landscape", "landscape_grid", "landscape_curvature", "landscape_spectrum")
+TABLES = ("landscape", "landscape_grid", "landscape_curvature", "landscape_spectrum",
+          "landscape_blocks")
 DATASET_KINDS = None
 CHECKPOINTS = ("all", "first", "last", "first_last", "none")
 BN_STATISTICS = ("batch", "running")
@@ -60,7 +61,8 @@ class Options(options.Options):
     curvature: bool = True
     trace_samples: int = options.at_least(
         32, 2, doc="Rademacher vectors of Hutchinson's trace estimate")
-    trace_blocks: bool = False
+    trace_blocks: bool = options.choice(
+        False, (False, True), doc="also each parameter tensor's trace (table landscape_blocks)")
     top_k: int = options.at_least(3, 0, doc="top Hessian eigenvalues (Lanczos)")
     lanczos_steps: int = options.at_least(
         40, 2, doc="Lanczos steps of the top-k and of each density run")
@@ -98,8 +100,8 @@ ROWS = {
     "landscape": "one row per run, checkpoint, 1-D line and point on it "
                  "(`bnstudy.measures.landscape.compute`)",
     "landscape_grid": "one row per run, checkpoint and point of the 2-D grid",
-    "landscape_curvature": "one row per run, checkpoint and parameter block (`all`: every "
-                           "trainable parameter)",
+    "landscape_curvature": "one row per run and checkpoint: every trainable parameter",
+    "landscape_blocks": "one row per run, checkpoint and parameter tensor (`trace_blocks`)",
     "landscape_spectrum": "one row per run, checkpoint and eigenvalue: the top-k (kind `top`) "
                           "and each density run's quadrature nodes (kind `density`)",
 }
@@ -121,14 +123,22 @@ COLUMNS = {
     },
     "landscape_curvature": {
         **_IDS,
-        "block": ("string", "the parameter tensor's name, or `all`"),
-        "n_params": ("integer", "parameters in the block (count)"),
-        "trace": ("float", "Hutchinson estimate of the block's Hessian trace, mean of v'Hv over "
+        "n_params": ("integer", "trainable parameters (count)"),
+        "trace": ("float", "Hutchinson estimate of the Hessian's trace, mean of v'Hv over "
                            "Rademacher v"),
         "trace_se": ("float", "standard error of `trace` (sd / sqrt(samples))"),
         "trace_samples": ("integer", "Rademacher vectors used (count)"),
         "hessian_top": ("float", "largest Hessian eigenvalue (Lanczos; NaN above "
-                                 "hessian_max_params or for a block)"),
+                                 "hessian_max_params or with top_k 0)"),
+    },
+    "landscape_blocks": {
+        **_IDS,
+        "block": ("string", "the parameter tensor's name"),
+        "n_params": "parameters in the tensor (count)",
+        "trace": "Hutchinson estimate of the tensor's diagonal Hessian block's trace (the same "
+                 "draws as the total's: the blocks sum to it)",
+        "trace_se": "standard error of `trace`",
+        "trace_samples": "Rademacher vectors used (count)",
     },
     "landscape_spectrum": {
         **_IDS,

@@ -52,6 +52,9 @@ from bnstudy.train import checkpoints
 from bnstudy.train.evaluation import loss_fn
 from bnstudy.train.loop import build
 
+TABLES = ("landscape", "landscape_grid", "landscape_curvature", "landscape_spectrum",
+          "landscape_blocks")  # the contract's (compute does not import its package)
+
 EPS = 1e-10  # Li et al.'s filter-norm guard
 
 
@@ -158,8 +161,9 @@ class Slicer:
 
 
 def curvature_rows(model: nn.Module, x, y, task: str, opts, step: int, seed: int
-                   ) -> tuple[list[dict], list[dict]]:
-    """Rows of ``landscape_curvature`` and ``landscape_spectrum`` at the model's weights."""
+                   ) -> tuple[list[dict], list[dict], list[dict]]:
+    """Rows of ``landscape_curvature``, ``landscape_spectrum`` and ``landscape_blocks`` at the
+    model's weights."""
     twin = copy.deepcopy(model)
     twin.train(opts.bn_statistics == "batch")
     normalizers.set_step(twin, step)
@@ -172,14 +176,14 @@ def curvature_rows(model: nn.Module, x, y, task: str, opts, step: int, seed: int
     if opts.top_k and n <= opts.hessian_max_params:
         top, res = curvature.top_k(hvp, leaves, opts.top_k, opts.lanczos_steps, seed + 1)
     trace, se = curvature.mean_se(per_draw.sum(axis=1))
-    rows = [{"block": "all", "n_params": n, "trace": trace, "trace_se": se,
-             "trace_samples": opts.trace_samples,
+    rows = [{"n_params": n, "trace": trace, "trace_se": se, "trace_samples": opts.trace_samples,
              "hessian_top": float(top[0]) if len(top) else float("nan")}]
+    blocks = []
     if opts.trace_blocks:
         for j, name in enumerate(named):
             t, s = curvature.mean_se(per_draw[:, j])
-            rows.append({"block": name, "n_params": int(sizes[j]), "trace": t, "trace_se": s,
-                         "trace_samples": opts.trace_samples, "hessian_top": float("nan")})
+            blocks.append({"block": name, "n_params": int(sizes[j]), "trace": t,
+                           "trace_se": s, "trace_samples": opts.trace_samples})
     nan = float("nan")
     spectrum = [{"kind": "top", "run": 0, "rank": i + 1, "eigenvalue": float(v), "weight": nan,
                  "residual": float(r)} for i, (v, r) in enumerate(zip(top, res, strict=True))]
@@ -189,7 +193,7 @@ def curvature_rows(model: nn.Module, x, y, task: str, opts, step: int, seed: int
         spectrum += [{"kind": "density", "run": r, "rank": i + 1, "eigenvalue": float(theta[j]),
                       "weight": float(w[j]), "residual": float(resid[j])}
                      for i, j in enumerate(order)]
-    return rows, spectrum
+    return rows, spectrum, blocks
 
 
 def select(steps: list[int], which: str) -> list[int]:
@@ -219,8 +223,7 @@ def measure(model: nn.Module, x, y, task: str, opts, step: int, seed: int, w0: d
     d1, d2 = (filter_normalize(raw_direction(weights, gen), weights, norm_names, opts.bias)
               for _ in range(2))
     slicer = Slicer(model, x, y, task, opts.bn_statistics, step, opts.chunk)
-    out = {t: [] for t in ("landscape", "landscape_grid", "landscape_curvature",
-                           "landscape_spectrum")}
+    out = {t: [] for t in TABLES}
     if lines and opts.line_points:
         a = np.linspace(*opts.line_range, opts.line_points)
         size = _norm(d1)
@@ -245,7 +248,8 @@ def measure(model: nn.Module, x, y, task: str, opts, step: int, seed: int, w0: d
                                  for (ai, bi), v in zip(c, slicer.losses(weights, [d1, d2], c),
                                                         strict=True)]
     if lines and opts.curvature:
-        out["landscape_curvature"], out["landscape_spectrum"] = curvature_rows(
+        (out["landscape_curvature"], out["landscape_spectrum"],
+         out["landscape_blocks"]) = curvature_rows(
             model, x, y, task, opts, step, seed)
     return {t: [{"step": step, **r, **common} for r in rows] for t, rows in out.items()}
 
@@ -257,8 +261,7 @@ def run(run: dict, ds, opts, device: torch.device) -> dict[str, list[dict]]:
     seed = derived_seed(spec.seed, opts.seed)
     steps = checkpoints.steps(run)
     on_lines, on_grid = select(steps, opts.checkpoints), select(steps, opts.grid_checkpoints)
-    out = {t: [] for t in ("landscape", "landscape_grid", "landscape_curvature",
-                           "landscape_spectrum")}
+    out = {t: [] for t in TABLES}
     todo = sorted(set(on_lines) | set(on_grid))
     if not todo:
         return out
