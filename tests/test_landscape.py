@@ -195,15 +195,15 @@ def test_slices_pass_through_the_checkpoint_and_the_initialization(bn_run, star)
 
     here, init = loss_at(2), loss_at(0)
     last = lines[lines["step"] == 6]
-    rand = last[last["line"] == "random"].set_index("alpha")["loss"]
-    interp = last[last["line"] == "interpolation"].set_index("alpha")["loss"]
+    rand = last[last["line"] == "random"].set_index("coord")["loss"]
+    interp = last[last["line"] == "interpolation"].set_index("coord")["loss"]
     assert rand[0.0] == pytest.approx(here, rel=1e-6)
     assert interp[1.0] == pytest.approx(here, rel=1e-5)
     assert interp[0.0] == pytest.approx(init, rel=1e-5)
-    centre = grid[(grid["alpha"] == 0) & (grid["beta"] == 0)]["loss"].item()
+    centre = grid[(grid["coord_1"] == 0) & (grid["coord_2"] == 0)]["loss"].item()
     assert centre == pytest.approx(here, rel=1e-6)
     # the random line is the grid's first axis (grid_range = line_range here: [-1, 1])
-    axis = grid[grid["beta"] == 0].set_index("alpha")["loss"]
+    axis = grid[grid["coord_2"] == 0].set_index("coord_1")["loss"]
     assert axis[1.0] == pytest.approx(rand[1.0], rel=1e-5)
     assert curvature_free(out)
 

@@ -51,7 +51,7 @@ def draw_lines(frames, options):
             d = d[np.isfinite(d["loss"].astype(float))]
             if len(d):
                 kw, log = band(d["loss"], ratio=30.0)
-                sns.lineplot(d, x="alpha", y="loss", hue="norm", hue_order=order,
+                sns.lineplot(d, x="coord", y="loss", hue="norm", hue_order=order,
                              palette=norm_palette(order), **kw, ax=ax,
                              legend=(i == 0 and j == len(steps) - 1))
                 if log:
@@ -67,7 +67,7 @@ def draw_lines(frames, options):
 
 
 def _mean_grid(d: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    g = d.groupby(["alpha", "beta"])["loss"].mean().unstack("beta")
+    g = d.groupby(["coord_1", "coord_2"])["loss"].mean().unstack("coord_2")
     return g.index.to_numpy(), g.columns.to_numpy(), g.to_numpy().T
 
 
@@ -87,7 +87,7 @@ def draw_grid(frames, options):
     order = norm_order(df)
     step = int(df["step"].max())
     d = df[df["step"] == step]
-    lv = levels(d.groupby(["norm", "alpha", "beta"])["loss"].mean())
+    lv = levels(d.groupby(["norm", "coord_1", "coord_2"])["loss"].mean())
     log = lv[0] > 0 and lv[-1] / lv[0] > 10 and np.allclose(lv, np.geomspace(lv[0], lv[-1],
                                                                             len(lv)))
     norm = colors.LogNorm(lv[0], lv[-1]) if log else colors.Normalize(lv[0], lv[-1])

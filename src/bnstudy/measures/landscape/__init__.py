@@ -23,6 +23,7 @@ DATASET_KINDS = None
 CHECKPOINTS = ("all", "first", "last", "first_last", "none")
 BN_STATISTICS = ("batch", "running")
 BIAS = ("zero", "weights")
+BATCHING = ("auto", "vmap", "loop")
 
 __all__ = ["COLUMNS", "ROWS", "DATASET_KINDS", "NAME", "TABLES", "Options", "run"]
 
@@ -56,13 +57,16 @@ class Options(options.Options):
         41, 0, doc="points of the line w0 + a (w - w0), init w0 at a = 0 (0: off)")
     grid_range: tuple = (-1.0, 1.0)
     grid_points: int = options.at_least(21, 0, doc="points per axis of the 2-D grid (0: off)")
-    chunk: int = options.at_least(
-        32, 0, doc="grid points per vmapped forward pass (0: one pass per point)")
+    batching: str = options.choice(
+        "auto", BATCHING, doc="grid points per forward: vmap (chunk points "
+        "per pass) or loop (one pass per point); auto: vmap on CUDA, loop on the CPU, where "
+        "benchmarks/bench_landscape.py finds the loop faster")
+    chunk: int = options.at_least(32, 1, doc="grid points per vmapped forward pass")
     curvature: bool = True
     trace_samples: int = options.at_least(
         32, 2, doc="Rademacher vectors of Hutchinson's trace estimate")
     trace_blocks: bool = options.choice(
-        False, (False, True), doc="also each parameter tensor's trace (table landscape_blocks)")
+        True, (False, True), doc="also each parameter tensor's trace (table landscape_blocks)")
     top_k: int = options.at_least(3, 0, doc="top Hessian eigenvalues (Lanczos)")
     lanczos_steps: int = options.at_least(
         40, 2, doc="Lanczos steps of the top-k and of each density run")
@@ -92,9 +96,9 @@ def run(run: dict, data, options: Options, device) -> dict[str, list[dict]]:
     return compute.run(run, data, Options.parse(options), device)
 
 
-_IDS = {"step": ("integer", "the checkpoint's step (0: the initialization)"),
-        "bn_statistics": ("string", "`batch` (train mode, the sample is the batch) or "
-                                    "`running` (eval mode)"),
+_IDS = {"step": "the checkpoint's step (0: the initialization)",
+        "bn_statistics": "`batch` (train mode, the sample is the batch) or `running` (eval "
+                         "mode)",
         "sample_size": ("integer", "training points the loss is averaged over (count)")}
 ROWS = {
     "landscape": "one row per run, checkpoint, 1-D line and point on it "
@@ -110,26 +114,26 @@ COLUMNS = {
         **_IDS,
         "line": ("string", "`random`: a filter-normalized random direction d, loss at w + a d; "
                            "`interpolation`: loss at w0 + a (w - w0), w0 the initialization"),
-        "alpha": ("float", "a, the coordinate along the line (1: the step of size ||d||)"),
-        "distance": ("float", "||a d||_2, distance from the line's origin (w, or w0 for "
-                              "`interpolation`), over every trainable parameter"),
-        "loss": ("float", "mean training loss over the sample at the point"),
+        "coord": ("float", "a, the coordinate along the line (1: the step of size ||d||)"),
+        "distance": "||a d||_2, distance from the line's origin (w, or w0 for "
+                    "`interpolation`), over every trainable parameter",
+        "loss": "mean training loss over the sample at the point",
     },
     "landscape_grid": {
         **_IDS,
-        "alpha": ("float", "coordinate along the first filter-normalized direction"),
-        "beta": ("float", "coordinate along the second filter-normalized direction"),
-        "loss": ("float", "mean training loss over the sample at w + alpha d1 + beta d2"),
+        "coord_1": ("float", "a, the coordinate along the first filter-normalized direction d1"),
+        "coord_2": ("float", "b, the coordinate along the second one, d2"),
+        "loss": "mean training loss over the sample at w + a d1 + b d2",
     },
     "landscape_curvature": {
         **_IDS,
-        "n_params": ("integer", "trainable parameters (count)"),
+        "n_params": "trainable parameters (count)",
         "trace": ("float", "Hutchinson estimate of the Hessian's trace, mean of v'Hv over "
                            "Rademacher v"),
         "trace_se": ("float", "standard error of `trace` (sd / sqrt(samples))"),
         "trace_samples": ("integer", "Rademacher vectors used (count)"),
-        "hessian_top": ("float", "largest Hessian eigenvalue (Lanczos; NaN above "
-                                 "hessian_max_params or with top_k 0)"),
+        "hessian_top": "largest Hessian eigenvalue (Lanczos; NaN above hessian_max_params or "
+                       "with top_k 0)",
     },
     "landscape_blocks": {
         **_IDS,

@@ -30,8 +30,10 @@ buffers (running averages) stay the checkpoint's.
 
 The model is never run: points are evaluated on a private copy, in chunks of ``chunk`` points
 per ``torch.func.vmap`` over ``functional_call`` (batch statistics are computed without touching
-running buffers there), or one in-place write and forward per point where vmap cannot run the
-model (a stochastic normalizer's generator) or ``chunk`` is 0. Cost per checkpoint: one forward
+running buffers there; ``batching: vmap``, and ``auto`` on CUDA), or one in-place write and
+forward per point (``batching: loop``, and ``auto`` on the CPU, where it is the faster:
+``benchmarks/bench_landscape.py``), also where vmap cannot run the model (a stochastic
+normalizer's generator). Cost per checkpoint: one forward
 pass on the sample per point (the floor), batched. Curvature (:mod:`.curvature`): one forward and
 backward with ``create_graph``, then one Hessian-vector product per Hutchinson sample, per
 Lanczos step of the top-k and of each density run.
@@ -151,11 +153,11 @@ class Slicer:
         params = trainable(self.twin)
         out = []
         for k in c.tolist():
-            for n in self.names:
-                point = origin[n].clone()
+            for n in self.names:  # origin + sum_j k_j d_j, written in place
+                params[n].copy_(origin[n])
                 for kj, d in zip(k, dirs, strict=True):
-                    point += kj * d[n]
-                params[n].copy_(point)
+                    if kj:
+                        params[n].add_(d[n], alpha=kj)
             out.append(self.lf(self.twin(self.x), self.y).double())
         return torch.stack(out).cpu().numpy()
 
@@ -222,12 +224,13 @@ def measure(model: nn.Module, x, y, task: str, opts, step: int, seed: int, w0: d
     norm_names = normalizer_parameters(model)
     d1, d2 = (filter_normalize(raw_direction(weights, gen), weights, norm_names, opts.bias)
               for _ in range(2))
-    slicer = Slicer(model, x, y, task, opts.bn_statistics, step, opts.chunk)
+    vmapped = opts.batching == "vmap" or (opts.batching == "auto" and x.device.type == "cuda")
+    slicer = Slicer(model, x, y, task, opts.bn_statistics, step, opts.chunk if vmapped else 0)
     out = {t: [] for t in TABLES}
     if lines and opts.line_points:
         a = np.linspace(*opts.line_range, opts.line_points)
         size = _norm(d1)
-        out["landscape"] += [{"line": "random", "alpha": float(ai), "distance": abs(ai) * size,
+        out["landscape"] += [{"line": "random", "coord": float(ai), "distance": abs(ai) * size,
                               "loss": float(v)}
                              for ai, v in zip(a, slicer.losses(weights, [d1], a[:, None]),
                                               strict=True)]
@@ -236,7 +239,7 @@ def measure(model: nn.Module, x, y, task: str, opts, step: int, seed: int, w0: d
         d = {n: weights[n] - start[n] for n in weights}
         a = np.linspace(*opts.interpolation_range, opts.interpolation_points)
         size = _norm(d)
-        out["landscape"] += [{"line": "interpolation", "alpha": float(ai),
+        out["landscape"] += [{"line": "interpolation", "coord": float(ai),
                               "distance": abs(ai) * size, "loss": float(v)}
                              for ai, v in zip(a, slicer.losses(start, [d], a[:, None]),
                                               strict=True)]
@@ -244,7 +247,7 @@ def measure(model: nn.Module, x, y, task: str, opts, step: int, seed: int, w0: d
         g = np.linspace(*opts.grid_range, opts.grid_points)
         aa, bb = np.meshgrid(g, g, indexing="ij")
         c = np.stack([aa.ravel(), bb.ravel()], axis=1)
-        out["landscape_grid"] = [{"alpha": float(ai), "beta": float(bi), "loss": float(v)}
+        out["landscape_grid"] = [{"coord_1": float(ai), "coord_2": float(bi), "loss": float(v)}
                                  for (ai, bi), v in zip(c, slicer.losses(weights, [d1, d2], c),
                                                         strict=True)]
     if lines and opts.curvature:
