@@ -296,3 +296,20 @@ def test_contour_levels_are_shared_and_log_spaced_when_wide():
 
     assert levels([0.1, 5.0, 50.0], 5) == pytest.approx(np.geomspace(0.1, 50.0, 5))
     assert levels([1.0, 2.0, np.inf], 3) == pytest.approx([1.0, 1.5, 2.0])
+
+
+@pytest.mark.parametrize("bn_trace, verdict", [(0.5, "supported"), (2.0, "not supported")])
+def test_the_hessian_trace_claim_reads_the_first_checkpoint(bn_trace, verdict):
+    from bnstudy.claims import ledger
+
+    rows = [{"experiment": "e", "dataset": "d", "model": "m", "norm": norm, "seed": seed,
+             "step": step, "n_params": 10, "trace_se": 0.1, "trace_samples": 8,
+             "hessian_top": 1.0, "bn_statistics": "batch", "sample_size": 32,
+             # the first checkpoint decides; the last would say the opposite
+             "trace": (base * (1 + 0.01 * seed)) if step == 0 else 1.0 / base}
+            for norm, base in (("none", 1.0), ("batchnorm", bn_trace))
+            for seed in range(4) for step in (0, 9)]
+    out = ledger.evaluate({"landscape_curvature": pd.DataFrame(rows)})
+    row = out[out["claim_id"] == "hessian_trace"].iloc[0]
+    assert row["verdict"] == verdict and row["role"] == "beyond the paper"
+    assert row["effect"] == pytest.approx(np.log(bn_trace), rel=1e-2)
