@@ -83,8 +83,7 @@ def main() -> None:
     print(f"options: {opts.to_dict()}")
     points = opts.line_points + opts.interpolation_points  # per line checkpoint, at most
     grid = opts.grid_points ** 2
-    top = opts.lanczos_steps if opts.top_k else 0
-    hvps = opts.trace_samples + opts.density_runs * opts.lanczos_steps + top
+    hvps = opts.trace_samples + max(opts.density_runs, 1 if opts.top_k else 0) * opts.lanczos_steps
     print(f"per checkpoint: lines {opts.line_points} + {opts.interpolation_points} points, "
           f"grid {grid} points, curvature {hvps} HVPs")
     print(f"{'experiment':<16} {'norm':<16} {'params':>7} {'n':>5} {'fwd ms':>7} {'hvp ms':>7} "

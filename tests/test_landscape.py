@@ -234,8 +234,22 @@ def test_large_models_get_the_stochastic_estimates(bn_run, star):
                                        "checkpoints": "last", "grid_checkpoints": "none"}, CPU)
     curv = pd.DataFrame(out["landscape_curvature"])
     assert curv["hessian_top"].isna().all() and np.isfinite(curv["trace"]).all()
-    kinds = set(pd.DataFrame(out["landscape_spectrum"])["kind"])
-    assert kinds == {"density"}
+    assert not out["landscape_spectrum"]  # no Lanczos basis above hessian_max_params
+    assert pd.DataFrame(out["landscape_blocks"])["trace"].notna().all()
+
+
+def test_top_k_are_the_first_density_runs_largest_ritz_values(bn_run, star):
+    out = landscape.run(bn_run, star, {**SMALL, "checkpoints": "last",
+                                       "grid_checkpoints": "none"}, CPU)
+    spec = pd.DataFrame(out["landscape_spectrum"])
+    top = spec[spec["kind"] == "top"].sort_values("rank")["eigenvalue"].to_numpy()
+    first = spec[(spec["kind"] == "density") & (spec["run"] == 0)].sort_values("rank")
+    assert top == pytest.approx(first["eigenvalue"].to_numpy()[:2])
+    assert pd.DataFrame(out["landscape_curvature"])["hessian_top"].item() == top[0]
+    alone = landscape.run(bn_run, star, {**SMALL, "checkpoints": "last", "density_runs": 0,
+                                         "grid_checkpoints": "none"}, CPU)
+    kinds = pd.DataFrame(alone["landscape_spectrum"])["kind"]
+    assert set(kinds) == {"top"} and len(kinds) == 2
 
 
 def test_per_block_traces_sum_to_the_total(bn_run, star):

@@ -178,9 +178,9 @@ def measure_work(name: str, opts, size, n_train: int, n_test: int, training: dic
         lines, grids = count[opts.checkpoints], count[opts.grid_checkpoints]
         points = (lines * (opts.line_points + opts.interpolation_points)
                   + grids * opts.grid_points ** 2)
-        top = opts.lanczos_steps if opts.top_k and size.params <= opts.hessian_max_params else 0
-        hvps = lines * (opts.trace_samples + opts.density_runs * opts.lanczos_steps + top) \
-            if opts.curvature else 0
+        runs = max(opts.density_runs, 1 if opts.top_k else 0)
+        lanczos = runs * opts.lanczos_steps if size.params <= opts.hessian_max_params else 0
+        hvps = lines * (opts.trace_samples + lanczos) if opts.curvature else 0
         passes = sample * (points + hvps * HVP + (lines * FORWARD_BACKWARD if hvps else 0))
         calls = points + hvps + lines
         device = act * sample * (6 if hvps else 2) + 8.0 * opts.lanczos_steps * size.params

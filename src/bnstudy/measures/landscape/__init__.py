@@ -67,14 +67,15 @@ class Options(options.Options):
         32, 2, doc="Rademacher vectors of Hutchinson's trace estimate")
     trace_blocks: bool = options.choice(
         True, (False, True), doc="also each parameter tensor's trace (table landscape_blocks)")
-    top_k: int = options.at_least(3, 0, doc="top Hessian eigenvalues (Lanczos)")
+    top_k: int = options.at_least(
+        3, 0, doc="top Hessian eigenvalues: the first density run's largest Ritz values")
     lanczos_steps: int = options.at_least(
         40, 2, doc="Lanczos steps of the top-k and of each density run")
     density_runs: int = options.at_least(
         1, 0, doc="stochastic Lanczos quadrature runs (0: no density)")
     hessian_max_params: int = options.at_least(
-        200_000, 0, doc="larger models get the stochastic estimates only (trace, density), "
-        "not the top-k")
+        1_000_000, 0, doc="larger models get Hutchinson's trace only (Lanczos keeps "
+        "lanczos_steps x params float64 numbers)")
     seed: int = options.at_least(0, 0, doc="added to the run's seed for directions, sample "
                                            "and probe vectors")
 
@@ -132,8 +133,8 @@ COLUMNS = {
                            "Rademacher v"),
         "trace_se": ("float", "standard error of `trace` (sd / sqrt(samples))"),
         "trace_samples": ("integer", "Rademacher vectors used (count)"),
-        "hessian_top": "largest Hessian eigenvalue (Lanczos; NaN above hessian_max_params or "
-                       "with top_k 0)",
+        "hessian_top": "largest Hessian eigenvalue (the largest Ritz value of Lanczos; NaN "
+                       "above hessian_max_params or with top_k 0)",
     },
     "landscape_blocks": {
         **_IDS,

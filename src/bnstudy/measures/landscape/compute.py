@@ -35,8 +35,11 @@ forward per point (``batching: loop``, and ``auto`` on the CPU, where it is the 
 ``benchmarks/bench_landscape.py``), also where vmap cannot run the model (a stochastic
 normalizer's generator). Cost per checkpoint: one forward
 pass on the sample per point (the floor), batched. Curvature (:mod:`.curvature`): one forward and
-backward with ``create_graph``, then one Hessian-vector product per Hutchinson sample, per
-Lanczos step of the top-k and of each density run.
+backward with ``create_graph``, then one Hessian-vector product per Hutchinson sample and per
+Lanczos step of each density run; the top-k are the largest Ritz values of the first run (one
+run for them alone when ``density_runs`` is 0). Lanczos keeps its basis, ``lanczos_steps`` x
+the parameter count in float64: above ``hessian_max_params`` parameters only the trace is
+estimated (``hessian_top`` NaN, no spectrum rows).
 """
 
 from __future__ import annotations
@@ -151,9 +154,12 @@ class Slicer:
 
     def _looped(self, origin, dirs, c) -> np.ndarray:
         params = trainable(self.twin)
+        moving = [n for n in self.names if any(bool(d[n].any()) for d in dirs)]
+        for n in self.names:  # tensors zero in every direction stay at the origin
+            params[n].copy_(origin[n])
         out = []
         for k in c.tolist():
-            for n in self.names:  # origin + sum_j k_j d_j, written in place
+            for n in moving:  # origin + sum_j k_j d_j, written in place
                 params[n].copy_(origin[n])
                 for kj, d in zip(k, dirs, strict=True):
                     if kj:
@@ -174,9 +180,17 @@ def curvature_rows(model: nn.Module, x, y, task: str, opts, step: int, seed: int
     hvp = curvature.hvp_operator(loss_fn(task)(twin(x), y), leaves)
     per_draw, sizes = curvature.hutchinson(hvp, leaves, opts.trace_samples, seed)
     n = int(sizes.sum())
+    # Lanczos holds a (steps x n) float64 basis: above hessian_max_params, the trace only.
+    # The top-k are the largest Ritz values of the first SLQ run (one run for them alone when
+    # density_runs is 0): its Lanczos converges at the spectrum's edges from any start.
+    lanczos = n <= opts.hessian_max_params and (opts.top_k or opts.density_runs)
+    runs = curvature.density(hvp, leaves, max(opts.density_runs, 1), opts.lanczos_steps,
+                             seed + 1) if lanczos else []
     top, res = np.array([]), np.array([])
-    if opts.top_k and n <= opts.hessian_max_params:
-        top, res = curvature.top_k(hvp, leaves, opts.top_k, opts.lanczos_steps, seed + 1)
+    if runs and opts.top_k:
+        theta, _, resid = runs[0]
+        order = np.argsort(theta)[::-1][: opts.top_k]
+        top, res = theta[order], resid[order]
     trace, se = curvature.mean_se(per_draw.sum(axis=1))
     rows = [{"n_params": n, "trace": trace, "trace_se": se, "trace_samples": opts.trace_samples,
              "hessian_top": float(top[0]) if len(top) else float("nan")}]
@@ -189,8 +203,7 @@ def curvature_rows(model: nn.Module, x, y, task: str, opts, step: int, seed: int
     nan = float("nan")
     spectrum = [{"kind": "top", "run": 0, "rank": i + 1, "eigenvalue": float(v), "weight": nan,
                  "residual": float(r)} for i, (v, r) in enumerate(zip(top, res, strict=True))]
-    runs = curvature.density(hvp, leaves, opts.density_runs, opts.lanczos_steps, seed + 2)
-    for r, (theta, w, resid) in enumerate(runs):
+    for r, (theta, w, resid) in enumerate(runs[: opts.density_runs]):
         order = np.argsort(theta)[::-1]
         spectrum += [{"kind": "density", "run": r, "rank": i + 1, "eigenvalue": float(theta[j]),
                       "weight": float(w[j]), "residual": float(resid[j])}
