@@ -213,7 +213,7 @@ def curvature_free(out):
                 or out["landscape_blocks"])
 
 
-@pytest.mark.parametrize("norm", ["none", "batchnorm", "noisy_batchnorm"])
+@pytest.mark.parametrize("norm", ["none", "batchnorm", "noisy_batchnorm", "l1norm"])
 def test_vmapped_chunks_match_one_pass_per_point(star, norm):
     model = training.build(make_spec(norm=norm), star)
     x, y = torch.as_tensor(star.x_train[:32]), torch.as_tensor(star.y_train[:32])
@@ -269,6 +269,7 @@ def test_per_block_traces_sum_to_the_total(bn_run, star):
     ({"top_k": 9, "lanczos_steps": 4}, "landscape.top_k"),
     ({"bn_statistics": "population"}, "landscape.bn_statistics"),
     ({"checkpoints": "every"}, "landscape.checkpoints"),
+    ({"batching": "auto"}, "landscape.batching"),
     ({"trace_samples": 1}, "landscape.trace_samples"),
 ])
 def test_bad_options_are_named(bad, message):

@@ -23,7 +23,7 @@ DATASET_KINDS = None
 CHECKPOINTS = ("all", "first", "last", "first_last", "none")
 BN_STATISTICS = ("batch", "running")
 BIAS = ("zero", "weights")
-BATCHING = ("auto", "vmap", "loop")
+BATCHING = ("vmap", "loop")
 
 __all__ = ["COLUMNS", "ROWS", "DATASET_KINDS", "NAME", "TABLES", "Options", "run"]
 
@@ -58,9 +58,9 @@ class Options(options.Options):
     grid_range: tuple = (-1.0, 1.0)
     grid_points: int = options.at_least(21, 0, doc="points per axis of the 2-D grid (0: off)")
     batching: str = options.choice(
-        "auto", BATCHING, doc="grid points per forward: vmap (chunk points "
-        "per pass) or loop (one pass per point); auto: vmap on CUDA, loop on the CPU, where "
-        "benchmarks/bench_landscape.py finds the loop faster")
+        "vmap", BATCHING, doc="grid points per forward: vmap (chunk points per pass; one pass "
+        "per point where vmap cannot run the model) or loop (one pass per point); "
+        "benchmarks/bench_landscape.py times both")
     chunk: int = options.at_least(32, 1, doc="grid points per vmapped forward pass")
     curvature: bool = True
     trace_samples: int = options.at_least(
