@@ -104,8 +104,12 @@ def draw_grid(frames, options):
         ax.set_ylabel("b (direction 2)")
         ax.set_aspect("equal")
     if cs is not None:
-        fig.colorbar(cs, ax=list(axes[0]), label="training loss (same levels in every panel)",
-                     shrink=0.9)
+        bar = fig.colorbar(cs, ax=list(axes[0]), shrink=0.9,
+                           label="training loss (same levels in every panel)")
+        ticks = lv[:: max(1, len(lv) // 5)]
+        bar.set_ticks(ticks)
+        bar.set_ticklabels([f"{t:.3g}" for t in ticks])
+        bar.minorticks_off()
     fig.suptitle(title(df, f"2-D loss landscape at step {step} ({_setting(d)})"))
     return fig
 
