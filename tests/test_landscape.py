@@ -328,3 +328,25 @@ def test_the_hessian_trace_claim_reads_the_first_checkpoint(bn_trace, verdict):
     row = out[out["claim_id"] == "hessian_trace"].iloc[0]
     assert row["verdict"] == verdict and row["role"] == "beyond the paper"
     assert row["effect"] == pytest.approx(np.log(bn_trace), rel=1e-2)
+
+
+@pytest.mark.parametrize("mode", ["batch", "running"])
+def test_measure_leaves_the_model_as_it_was(star, mode):
+    model = training.build(make_spec(norm="batchnorm"), star)
+    model.train()
+    model.head.eval()  # a mixed state must come back exactly as it was
+    modes = [m.training for m in model.modules()]
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    x, y = torch.as_tensor(star.x_train[:16]), torch.as_tensor(star.y_train[:16])
+    opts = landscape.Options.parse({**SMALL, "bn_statistics": mode})
+    init = {k: v + 0.1 for k, v in before.items()}
+    out = compute.measure(model, x, y, star.task, opts, 3, 0, init)
+    assert out["landscape_grid"] and out["landscape_curvature"]
+    assert [m.training for m in model.modules()] == modes
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    assert all(p.grad is None for p in model.parameters())
+    centre = [r["loss"] for r in out["landscape"] if r["line"] == "random" and r["coord"] == 0]
+    with torch.no_grad():
+        want = float(training.loss_fn(star.task)(copy.deepcopy(model).train(mode == "batch")(x),
+                                                 y))
+    assert centre == [pytest.approx(want, rel=1e-6)]
