@@ -350,3 +350,11 @@ def test_measure_leaves_the_model_as_it_was(star, mode):
         want = float(training.loss_fn(star.task)(copy.deepcopy(model).train(mode == "batch")(x),
                                                  y))
     assert centre == [pytest.approx(want, rel=1e-6)]
+
+
+def test_no_interpolation_line_without_the_initialization(bn_run, star):
+    later = {**bn_run, "checkpoints": bn_run["checkpoints"][1:]}
+    out = landscape.run(later, star, {**SMALL, "curvature": False, "grid_checkpoints": "none"},
+                        CPU)
+    lines = pd.DataFrame(out["landscape"])
+    assert set(lines["line"]) == {"random"} and set(lines["step"]) == {3, 6}

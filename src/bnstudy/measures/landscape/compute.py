@@ -23,8 +23,8 @@ draw); they are filter-normalized at each checkpoint against that checkpoint's w
 
 Slices: ``random``: ``L(w + a d)`` for ``a`` over ``line_points`` evenly spaced values of
 ``line_range``; ``interpolation``: ``L(w0 + a (w - w0))`` over ``interpolation_range`` (``w0``
-the initialization: the step-0 checkpoint, else the model the run's seed builds; not drawn at
-the initialization itself, where the line is a point); grid: ``L(w + a d1 + b d2)`` on the
+the initialization, the step-0 checkpoint; not drawn at the initialization itself, where the
+line is a point, nor for a run without a step-0 checkpoint); grid: ``L(w + a d1 + b d2)`` on the
 ``grid_points`` x ``grid_points`` grid over ``grid_range`` squared. Only the parameters move;
 buffers (running averages) stay the checkpoint's.
 
@@ -55,7 +55,6 @@ from bnstudy.networks import normalizers
 from bnstudy.networks.blocks import blocks
 from bnstudy.train import checkpoints
 from bnstudy.train.evaluation import loss_fn
-from bnstudy.train.loop import build
 
 TABLES = ("landscape", "landscape_grid", "landscape_curvature", "landscape_spectrum",
           "landscape_blocks")  # the contract's (compute does not import its package)
@@ -220,11 +219,13 @@ def select(steps: list[int], which: str) -> list[int]:
             "first_last": sorted({idx[0], idx[-1]})}[which]
 
 
-def _initial(run: dict, ds, device) -> dict[str, torch.Tensor]:
+def _initial(run: dict, device) -> dict[str, torch.Tensor] | None:
+    """The step-0 checkpoint's weights; None without one (a rebuilt model would miss the
+    training's own initialization hooks: data-span init, bn_init)."""
     for ck in run["checkpoints"]:
         if int(ck["step"]) == 0:
             return {k: v.to(device) for k, v in ck["model"].items()}
-    return {k: v.detach() for k, v in build(run["spec"], ds, device).state_dict().items()}
+    return None
 
 
 def measure(model: nn.Module, x, y, task: str, opts, step: int, seed: int, w0: dict | None,
@@ -286,7 +287,7 @@ def run(run: dict, ds, opts, device: torch.device) -> dict[str, list[dict]]:
     idx = torch.randperm(len(xtr), generator=torch.Generator().manual_seed(seed))[:n]
     x, y = xtr[idx].to(device), ytr[idx].to(device)
     model = checkpoints.restore(run, 0, ds, device).model
-    init = _initial(run, ds, device)
+    init = _initial(run, device)
     for i in todo:
         ck = run["checkpoints"][i]
         model.load_state_dict(ck["model"])
