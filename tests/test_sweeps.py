@@ -50,9 +50,12 @@ CHANGED = {
     # issue 22: the measures' memory budget ("auto") spelled out in the default config
     # issue 30: the DLN at Santurkar's learning rate (1e-2 on the mean loss), log-spaced early
     # checkpoints, and an lr axis after it (dln_lr*, new entries)
+    # issue 51: star, dln and digits list their measures (the landscape runs on a new
+    # experiment, digits_landscape, only)
     "config": {"teacher_student": None, "plots": None, "bn_jitter": None,
                "partition_density": None, ("trainings", "dln_gd"): {"lr", "checkpoints"},
-               **{("experiments", e): {"replication"} for e in ("star", "dln", "digits")}},
+               **{("experiments", e): {"replication", "measures"}
+                  for e in ("star", "dln", "digits")}},
     "balestriero": {("experiments", e): {"replication"}
                     for e in ("partition_star", "jitter_b256", "resnet_init")},
     "balestriero_paper": {("experiments", "cifar_init"): {"model"},  # the paper's ResNet9
@@ -62,10 +65,11 @@ CHANGED = {
                           # radii in standardized pixel units; issue 22: no hand-lowered
                           # chunk_rows (chunks sized from the card's free memory)
                           "partition_density": None, "bn_jitter": None},
-    "santurkar": {("trainings", "dln_gd"): {"lr", "checkpoints"},
-                  **{("experiments", e): {"replication"} for e in ("dln", "vgg")}},
-    "santurkar_paper": {("trainings", "dln_gd"): {"lr"},
-                        **{("experiments", e): {"replication"} for e in ("dln", "vgg")}},
+    "santurkar": {("trainings", "dln_gd"): {"lr", "checkpoints"},  # issue 51: + landscape
+                  **{("experiments", e): {"replication", "measures"} for e in ("dln", "vgg")}},
+    "santurkar_paper": {("trainings", "dln_gd"): {"lr"},  # issue 51: + landscape (extends)
+                        **{("experiments", e): {"replication", "measures"}
+                           for e in ("dln", "vgg")}},
 }
 
 

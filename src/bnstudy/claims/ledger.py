@@ -159,6 +159,13 @@ CLAIMS = (
           "log(beta_eff), mean over checkpoints" + SMOOTH_NOTE, cm.smooth("beta_eff"), LP,
           rule="less", margin=PROJECT_RATIO[0], margin_source=PROJECT_RATIO[1],
           what="effective beta-smoothness", protocol=P.SANTURKAR),
+    Claim("hessian_trace", "Santurkar et al.", "beyond the paper: BN lowers the Hessian's "
+          "trace (the training loss's summed curvature, PyHessian) at the first checkpoint "
+          "measured", "landscape_curvature", "log(Hutchinson trace of the Hessian of the "
+          "sample's training loss) at each run's first measured checkpoint (a non-positive "
+          "estimate is left out)", cm.first_log("trace"), ("batchnorm",), rule="less",
+          margin=PROJECT_RATIO[0], margin_source=PROJECT_RATIO[1],
+          role="beyond the paper", what="Hessian trace"),
     # one-sided: the paper says noisy BN does not hurt training (Fig. 2: it trains as well or
     # better), so noisy BN training better is no evidence against it
     Claim("noisy_bn", "Santurkar et al.", "noisy BN trains no worse than BN (Fig. 2: it trains "

@@ -83,6 +83,20 @@ def final_log(col: str) -> Callable[[pd.DataFrame], pd.Series]:
     return metric
 
 
+def first_log(col: str) -> Callable[[pd.DataFrame], pd.Series]:
+    """``log(col)`` at each run's first checkpoint; values that are not positive (a Hessian
+    trace estimate below zero, NaN) are left out."""
+
+    def metric(df: pd.DataFrame) -> pd.Series:
+        if col not in df:
+            return pd.Series(dtype=float)
+        first = df.groupby(["experiment", "norm", "seed"])["step"].transform("min")
+        d = df[df["step"] == first]
+        return per_run(d[d[col] > 0], col, log=True)
+
+    return metric
+
+
 def final_percent(col: str) -> Callable[[pd.DataFrame], pd.Series]:
     """``100 col`` (a fraction as a percentage) at each run's last checkpoint."""
 

@@ -172,6 +172,18 @@ def measure_work(name: str, opts, size, n_train: int, n_test: int, training: dic
             k = min(n_train, size.inputs)
             fp64 = 4.0 * n_train * size.inputs * k + 8.0 * k ** 3
             device = max(device, 3 * 8.0 * n_train * size.inputs)
+    elif name == "landscape":  # measures.landscape: one pass on the sample per slice point
+        sample = min(opts.sample_size, n_train)
+        count = {"all": ckpts, "first": 1, "last": 1, "first_last": min(ckpts, 2), "none": 0}
+        lines, grids = count[opts.checkpoints], count[opts.grid_checkpoints]
+        points = (lines * (opts.line_points + opts.interpolation_points)
+                  + grids * opts.grid_points ** 2)
+        runs = max(opts.density_runs, 1 if opts.top_k else 0)
+        lanczos = runs * opts.lanczos_steps if size.params <= opts.hessian_max_params else 0
+        hvps = lines * (opts.trace_samples + lanczos) if opts.curvature else 0
+        passes = sample * (points + hvps * HVP + (lines * FORWARD_BACKWARD if hvps else 0))
+        calls = points + hvps + lines
+        device = act * sample * (6 if hvps else 2) + 8.0 * opts.lanczos_steps * size.params
     else:
         return generic_work(size, n_train, n_test, training)
     state = 4.0 * size.params * 3 * ckpts  # the run file: weights, optimizer state, batch
