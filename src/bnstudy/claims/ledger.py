@@ -20,8 +20,8 @@ once the baseline's ICS fell below it.
 
 With fewer than two seeds a row has no interval (a test row becomes a ``one-seed
 illustration``); without the data a claim needs (a normalizer or measure the study did not run)
-it is ``not measured`` and says so. Study-level analyses (Luo's closed forms, Dannemann-Junike's counterexample) contribute rows of their own
-whose rule is stated in the same way.
+it is ``not measured`` and says so. Study-level analyses (Luo's closed forms, Dannemann-Junike's
+counterexample) contribute rows of their own whose rule is stated in the same way.
 
 Columns beyond the numbers: ``role`` is ``test`` for a claim where the paper makes a prediction
 the data could contradict, ``implementation check`` where the stated result holds by
