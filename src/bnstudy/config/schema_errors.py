@@ -4,6 +4,8 @@ them)."""
 
 from __future__ import annotations
 
+import difflib
+
 
 def key_path(parts) -> str:
     """The dotted key path of ``parts`` (list indices as numbers)."""
@@ -14,8 +16,13 @@ def allowed(error) -> str:
     """What the failed schema keyword allows, in words."""
     kw, val, sch = error.validator, error.validator_value, error.schema
     if kw == "additionalProperties":
-        return f"the keys {sorted(sch.get('properties', {}))}" if "properties" in sch \
-            else "no further keys"
+        if "properties" not in sch:
+            return "no further keys"
+        keys = sorted(sch["properties"])
+        near = sorted({m for k in error.instance if k not in keys
+                       for m in difflib.get_close_matches(str(k), keys, n=1)})
+        hint = f" (did you mean {', '.join(near)}?)" if near else ""
+        return f"the keys {', '.join(keys)}{hint}"
     if kw == "required":
         return f"the keys {val} are required"
     if kw == "enum":
