@@ -5,7 +5,8 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from bnstudy import forkserver, lifeline
+from bnstudy import forkserver
+from bnstudy.jobs import lifeline
 
 from bnstudy.planning import lock as results_lock, targets
 from bnstudy.config import loader, study
@@ -45,7 +46,7 @@ loader.or_exit(results_lock.check, config, _files)
 # run.
 onstart:
     loader.or_exit(results_lock.claim, config, _files)
-    # local jobs end with this Snakemake, even a killed one (bnstudy.lifeline)
+    # local jobs end with this Snakemake, even a killed one (bnstudy.jobs.lifeline)
     lifeline.export(workflow.local_exec)
     forkserver.start(workflow.local_exec, log_file("forkserver.log"), *get_jobs_to_run())
 

@@ -313,7 +313,8 @@ def test_contour_levels_are_shared_and_log_spaced_when_wide():
     assert levels([1.0, 2.0, np.inf], 3) == pytest.approx([1.0, 1.5, 2.0])
 
 
-@pytest.mark.parametrize("bn_trace, verdict", [(0.5, "supported"), (2.0, "not supported")])
+@pytest.mark.parametrize("bn_trace, verdict",
+                         [(0.5, "supported"), (2.0, "contradicted at this setting")])
 def test_the_hessian_trace_claim_reads_the_first_checkpoint(bn_trace, verdict):
     from bnstudy.claims import ledger
 

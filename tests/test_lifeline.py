@@ -2,7 +2,7 @@
 
 After SIGKILL of Snakemake, its two training jobs went on for about two minutes, and a new run
 (after ``--unlock``) trained the same runs beside them. A stand-in for Snakemake here does what
-the Snakefile's ``onstart`` does (:func:`bnstudy.lifeline.export`, and the fork server when
+the Snakefile's ``onstart`` does (:func:`bnstudy.jobs.lifeline.export`, and the fork server when
 asked) and starts a long ``python -m bnstudy train`` through a shell, as Snakemake's jobs are
 started; it is then SIGKILLed, and the job must end within seconds, in its own process and as a
 fork server's child alike. A second writer of a run directory is refused, naming the first.
@@ -24,14 +24,16 @@ from pathlib import Path
 import pytest
 from specs import make_spec
 
-from bnstudy import data, lifeline, run_writer
+from bnstudy import data
 from bnstudy.cli import main as cli
+from bnstudy.jobs import lifeline, run_writer
 
 LONG = make_spec(training={"lr": 0.01, "batch_size": 16, "steps": 10**7, "eval_every": 10**6,
                            "checkpoints": [0]})
 SNAKEMAKE = textwrap.dedent("""
     import os, re, subprocess, sys, time
-    from bnstudy import forkserver, lifeline
+    from bnstudy import forkserver
+    from bnstudy.jobs import lifeline
     mode, work, job = sys.argv[1:]
     lifeline.export(True)  # as the Snakefile's onstart
     if mode == "forkserver":
@@ -134,7 +136,7 @@ def test_a_second_writer_of_a_run_is_refused_naming_the_first(tmp_path, star, ca
     run = tmp_path / "run"
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
-        from bnstudy import run_writer
+        from bnstudy.jobs import run_writer
         with run_writer.one_writer({str(run)!r}, "train t/batchnorm/seed0"):
             print("held", flush=True)
             time.sleep(60)

@@ -58,7 +58,7 @@ def test_an_intact_history_and_a_diverged_one_are_read(tmp_path):
 ])
 def test_an_impossible_value_with_a_valid_checksum_is_refused(tmp_path, change, column, value):
     path = written(tmp_path, history(**change))
-    with pytest.raises(ranges.ImpossibleValue) as e:
+    with pytest.raises(io.ImpossibleValue) as e:
         io.read_table(path)
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith(str(path))
@@ -70,7 +70,7 @@ def test_an_impossible_value_with_a_valid_checksum_is_refused(tmp_path, change, 
 def test_diverged_must_match_a_non_finite_loss(tmp_path):
     df = history()
     df["diverged"] = True  # every loss finite: no run stops so
-    with pytest.raises(ranges.ImpossibleValue, match="column 'diverged'.*no non-finite loss"):
+    with pytest.raises(io.ImpossibleValue, match="column 'diverged'.*no non-finite loss"):
         io.read_table(written(tmp_path, df))
 
 
@@ -117,5 +117,5 @@ def test_counts_and_zero_to_one_values_are_read_off_the_meanings(tmp_path):
                        "n_points": [-3]})
     path = tmp_path / "partition_density.parquet"
     io.write_table(df, path, io.provenance("h"))
-    with pytest.raises(ranges.ImpossibleValue, match="column 'n_points' holds -3"):
+    with pytest.raises(io.ImpossibleValue, match="column 'n_points' holds -3"):
         io.read_table(path)

@@ -59,6 +59,11 @@ class CorruptFile(ValueError):
     """A run file that is corrupt, truncated or not written by bnstudy."""
 
 
+class ImpossibleValue(CorruptFile):
+    """A table whose bytes are intact but which holds a value no run can produce (a value
+    outside its column's declared range: :mod:`bnstudy.tables.ranges`)."""
+
+
 class MisplacedFile(CorruptFile):
     """An intact run file that lies in another run's place (copied or moved there): see
     :mod:`bnstudy.tables.binding`."""
@@ -203,7 +208,10 @@ def _checked(path, df) -> None:
         columns.normalize(table, df)
     except (TypeError, ValueError) as e:
         raise CorruptFile(f"{path}: {e}; {REDO}") from None
-    ranges.check(path, df, table)
+    try:
+        ranges.check(path, df, table)
+    except ranges.Violation as e:
+        raise ImpossibleValue(f"{e}; {REDO}") from None
 
 
 def read_provenance(path: str | Path) -> dict:

@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-from bnstudy import lifeline, run_writer
 from bnstudy.cli.args import parser
 from bnstudy.cli.results import (
     cmd_columns,
@@ -21,6 +20,7 @@ from bnstudy.cli.results import (
     cmd_ship,
     cmd_variance,
 )
+from bnstudy.jobs import lifeline, run_writer
 
 log = logging.getLogger("bnstudy")
 

@@ -10,7 +10,7 @@ error for regression.
 
 from __future__ import annotations
 
-from bnstudy.tables.ranges import FRACTION, NONNEGATIVE, Range
+from bnstudy.tables.value_range import FRACTION, NONNEGATIVE, Range
 
 RUN_IDS = {
     "experiment": ("string",

@@ -7,9 +7,9 @@ each table declares its columns' value ranges next to their types, as ``RANGES =
 table ``"all"`` holds the names that mean one thing in every table: a seed, a step), and a
 measure's in its package's ``columns`` module (beside its ``COLUMNS``); besides, a column
 whose meaning says it is a count (``(count)``) is non-negative and one whose meaning says ``0 to
-1`` lies in [0, 1] (:func:`_from_meanings`). :func:`check` reads
-them, and a violation raises :class:`ImpossibleValue`: one line naming the file, the column, the
-row's keys and the value.
+1`` lies in [0, 1] (:func:`_from_meanings`). :func:`check` reads them, and the one reader
+raises a violation as :class:`bnstudy.io.ImpossibleValue`: one line naming the file, the column,
+the row's keys and the value.
 
 A :class:`Range` allows missing values (NaN, null: "does not apply", such as a regression's
 accuracy) unless ``finite`` is set, which refuses NaN and both infinities; ``low`` and ``high``
@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import functools
 import importlib
-from dataclasses import dataclass
 from pathlib import Path
 
 from bnstudy import lazy
-from bnstudy.io import REDO, CorruptFile
+from bnstudy.tables.value_range import FINITE, FRACTION, NONNEGATIVE, Range  # noqa: F401
 
 # imported on first use: the declarations (read by the column modules) need neither
 np = lazy.module("numpy")
@@ -39,38 +38,11 @@ RUN_KEYS = ("experiment", "dataset", "model", "norm", "seed")
 ROW_KEYS = (*RUN_KEYS, "step", "split", "checkpoint", "layer", "claim_id", "record")
 
 
-class ImpossibleValue(CorruptFile):
-    """A table whose bytes are intact but which holds a value no run can produce."""
+class Violation(ValueError):
+    """A value outside its column's declared range (the reader, :func:`bnstudy.io.read_table`,
+    raises it as :class:`bnstudy.io.ImpossibleValue`, a corrupt file)."""
 
 
-@dataclass(frozen=True)
-class Range:
-    """Allowed values of one column (see the module's docstring)."""
-
-    low: float | None = None
-    high: float | None = None
-    finite: bool = False
-    unless: str | None = None
-    marks: str | None = None
-
-    def describe(self) -> str:
-        parts = []
-        if self.finite:
-            parts.append("finite" + (f" unless {self.unless}" if self.unless else ""))
-        if self.low is not None and self.high is not None:
-            parts.append(f"in [{self.low:g}, {self.high:g}]")
-        elif self.low is not None:
-            parts.append(f">= {self.low:g}")
-        elif self.high is not None:
-            parts.append(f"<= {self.high:g}")
-        if self.marks:
-            parts.append(f"true exactly in a run with a non-finite {self.marks}")
-        return ", ".join(parts) or "any value"
-
-
-NONNEGATIVE = Range(low=0)
-FRACTION = Range(low=0, high=1)
-FINITE = Range(finite=True)
 
 
 @functools.cache
@@ -150,14 +122,14 @@ def _refuse(path, df, column: str, row: int, rng: Range, why: str = ""):
     value = _at(df, column, row)
     extra = (f" and {rng.unless}={_at(df, rng.unless, row)!r}"
              if rng.unless and rng.unless in df.columns else "")
-    raise ImpossibleValue(
+    raise Violation(
         f"{path}: column {column!r} holds {value!r} in the row ({keys or 'row ' + str(row)})"
         f"{extra}, outside its declared range ({rng.describe()}{why}; "
-        f"bnstudy.tables.ranges): no run writes that; {REDO}")
+        f"bnstudy.tables.ranges): no run writes that")
 
 
 def check(path: str | Path, df, table: str | None = None) -> None:
-    """Refuse (:class:`ImpossibleValue`) a value of ``df`` outside its column's declared range."""
+    """Refuse (:class:`Violation`) a value of ``df`` outside its column's declared range."""
     declared_here = ranges(table or table_of(path))
     for column, rng in declared_here.items():
         if column not in df.columns:

@@ -3,7 +3,7 @@ column dictionary (:mod:`bnstudy.column_docs`, ``results/README.md``), checked a
 it writes by ``tests/test_column_docs.py``. ``ROWS``: what one row of each table is.
 """
 
-from bnstudy.tables.ranges import FRACTION, NONNEGATIVE, Range
+from bnstudy.tables.value_range import FRACTION, NONNEGATIVE, Range
 
 ROWS = {
     "generalization": "one row per run, at its last checkpoint "

@@ -3,7 +3,7 @@ column dictionary (:mod:`bnstudy.column_docs`, ``results/README.md``), checked a
 it writes by ``tests/test_column_docs.py``. ``ROWS``: what one row of each table is.
 """
 
-from bnstudy.tables.ranges import NONNEGATIVE
+from bnstudy.tables.value_range import NONNEGATIVE
 
 ROWS = {
     "smoothness": "one row per run and checkpoint (`bnstudy.measures.smoothness.compute`)",

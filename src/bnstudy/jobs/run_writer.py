@@ -1,8 +1,8 @@
 """One writer per run directory at a time.
 
-A job that outlived its Snakemake (:mod:`bnstudy.lifeline` now ends it) went on training its run
-while a new Snakemake, after ``--unlock``, trained the same run beside it: two writers of one
-run's files, which only the atomic writes and determinism kept right. The results lock
+A job that outlived its Snakemake (:mod:`bnstudy.jobs.lifeline` now ends it) went on training
+its run while a new Snakemake, after ``--unlock``, trained the same run beside it: two writers of
+one run's files, which only the atomic writes and determinism kept right. The results lock
 (:mod:`bnstudy.planning.lock`) is held by a Snakemake process, not by its jobs, so it cannot see
 them. So a job that writes a run's (or a block's) directory holds :data:`WRITER_FILE` in it,
 ``flock``'d, with its pid, host, verb and start in it (:func:`one_writer`; in a block's
