@@ -46,13 +46,13 @@ def test_one_sentence_per_tested_claim_says_where_it_goes_which_way():
     said = answer.sentences(_ledger())
     assert [s["claim_id"] for s in said] == ["ics_grad", "pd_data_vs_none"]
     assert said[0]["text"] == (
-        "BN does not reduce gradient ICS: supported at this setting on dln and star (1.6x and "
+        "BN does not reduce gradient ICS: supported on dln and star (1.6x and "
         "4.2x the plain net's); contradicted at this setting on digits (0.16x the plain net's).")
     assert said[1]["text"].startswith("BN concentrates the partition near the data: undecided "
                                       "on digits and star (1.1x and 1.1x the plain net's)")
     assert said[0]["decided"] and not said[1]["decided"]
     other = answer.others(_ledger())
-    assert "1 implementation check row (1 supported at this setting)" in other
+    assert "1 implementation check row (1 supported)" in other
     assert "Not measured here: noisy_bn." in other
 
 
@@ -85,7 +85,7 @@ def test_the_readme_block_says_what_each_study_found_beside_its_counts(tmp_path)
     out = readme.rewrite(text, tmp_path)
     block = out[out.index("<!-- verdicts"):out.index("<!-- /verdicts")]
     assert "| `s` |" in block  # the counts
-    assert ("- **`s`**: BN does not reduce gradient ICS: supported at this setting on dln and "
+    assert ("- **`s`**: BN does not reduce gradient ICS: supported on dln and "
             "star") in block
     assert "1 more claim in its [report](s/report.html)." in block
     assert readme.rewrite(out, tmp_path) == out

@@ -61,6 +61,7 @@ def one_writer(directory: str | Path, what: str = "", files: str = "") -> Iterat
     jobs write side by side (a block's directory: each measure its own tables), which has a
     lock of its own (:func:`lock_file`)."""
     d = Path(directory)
+    made = [p for p in (d, *d.parents) if not p.exists()]  # removed again if left empty
     d.mkdir(parents=True, exist_ok=True)
     path = d / lock_file(files)
     while True:
@@ -90,3 +91,6 @@ def one_writer(directory: str | Path, what: str = "", files: str = "") -> Iterat
         with contextlib.suppress(OSError):
             os.unlink(path)  # before the lock ends: a waiting opener sees it gone and retries
         os.close(fd)
+        for p in made:  # a job that wrote nothing leaves no folder behind (innermost first)
+            with contextlib.suppress(OSError):
+                p.rmdir()
