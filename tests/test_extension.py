@@ -23,8 +23,8 @@ FIXTURE = Path(__file__).parent / "data" / "extension"
 # the code files EXTENDING.md's measure recipe touches, with its figure, report section and one
 # claim (the fixture's, by role; the measure's own test is the author's): at most five
 RECIPE = ("src/bnstudy/measures/<name>/__init__.py", "src/bnstudy/plots/<name>.py",
-          "src/bnstudy/claims/ledger.py", "tests/")  # and the measure's test module there
-CLAIM = FIXTURE / "claim.txt"  # the one Claim(...) the recipe adds to claims/ledger.py
+          "src/bnstudy/claims/declared.py", "tests/")  # and the measure's test module there
+CLAIM = FIXTURE / "claim.txt"  # the one Claim(...) the recipe adds to claims/declared.py
 
 
 def test_the_fixture_is_the_recipes_file_list():
@@ -175,7 +175,7 @@ def test_the_recipes_files_are_all_a_new_measure_and_normalizer_need(tmp_path):
         (project / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(harness.REPO / f, project / f)
     shutil.copytree(FIXTURE / "src", project / "src", dirs_exist_ok=True)
-    ledger = project / "src" / "bnstudy" / "claims" / "ledger.py"
+    ledger = project / "src" / "bnstudy" / "claims" / "declared.py"
     ledger.write_text(ledger.read_text() + CLAIM.read_text())
     env = {**os.environ, "PYTHONPATH": str(project / "src")}
     gen = subprocess.run([sys.executable, "-m", "bnstudy", "columns", "--readme",

@@ -58,9 +58,9 @@ def test_the_study_report_opens_with_the_forest_plot_of_its_paper_tests(local_st
     """Issue 46: the tiny study's own HTML report shows the forest plot, in the first of its
     figure sections."""
     html = (local_study["results"] / "report.html").read_text()
-    assert 'id="fig-forest-study"' in html
+    assert 'id="fig-forest"' in html
     first = re.search(r'id="(fig-[\w-]+)"', html)
-    assert first and first.group(1) == "fig-forest-study", first and first.group(1)
+    assert first and first.group(1) == "fig-forest", first and first.group(1)
 
 
 def test_every_figure_has_a_type42_pdf_and_a_formats_change_redraws_every_figure(

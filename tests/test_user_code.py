@@ -14,7 +14,7 @@ import harness
 import numpy as np
 import pytest
 
-from bnstudy import data
+from bnstudy import data, user_code
 from bnstudy.networks import external
 from bnstudy.networks.norms import registry
 
@@ -189,7 +189,7 @@ def test_an_installed_entry_point_is_found_by_its_name(monkeypatch):
                         lambda group: [ep] if group == "bnstudy.normalizers" else [])
     monkeypatch.syspath_prepend(str(EXAMPLE.parent))
     monkeypatch.setitem(sys.modules, "bnstudy_example_norms",
-                        external._module(str(EXAMPLE), "x"))  # noqa: SLF001
+                        user_code._module(str(EXAMPLE), "x"))  # noqa: SLF001
     obj = external.resolve("fancy_rms", "bnstudy.normalizers")
     assert isinstance(obj, registry.Normalizer) and obj.name == "rms"
     with pytest.raises(ValueError, match=r"installed: fancy_rms"):

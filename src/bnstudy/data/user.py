@@ -153,12 +153,12 @@ def _describe_folder(folder: str, size: int, grayscale: bool, mtime: float) -> d
 @lru_cache(maxsize=4)
 def _generated(target: str, seed: int, mtime: float) -> dict:
     """The four arrays a user's function ``target`` (``file.py:attribute`` or
-    ``module:attribute``, :func:`bnstudy.networks.external.resolve`) returns for ``seed``:
+    ``module:attribute``, :func:`bnstudy.user_code.resolve`) returns for ``seed``:
     ``f(seed=...)`` giving a mapping with ``x_train``, ``y_train``, ``x_test``, ``y_test`` or
     those four in a tuple."""
-    from bnstudy.networks import external
+    from bnstudy import user_code
 
-    fn = external.resolve(target, "bnstudy.datasets")
+    fn = user_code.resolve(target, "bnstudy.datasets")
     if not callable(fn):
         raise BadData(f"{target!r} is a {type(fn).__name__}; allowed: a function f(seed) "
                       f"returning {', '.join(ARRAYS)}")
