@@ -6,6 +6,7 @@ import pytest
 from scipy import stats
 
 from bnstudy.claims import ledger as claims
+from bnstudy.claims import metrics as claims_metrics
 from bnstudy.claims import rules, skew
 
 CONTRA = "contradicted at this setting"  # the outcome words (claims/outcomes.py)
@@ -443,10 +444,10 @@ def test_contrast_claims_say_what_they_need():
 def test_final_log_leaves_out_diverged_and_scale_free_runs():
     d = LUO5.copy()
     d.loc[(d["experiment"] == "r128") & (d["seed"] == 0), "test_loss"] = np.nan  # diverged
-    v = claims.cm.final_log("test_loss")(d)
+    v = claims_metrics.final_log("test_loss")(d)
     assert ("r128", "digits", "resnet18", "batchnorm", 0) not in v.index
     assert v.loc[("r128", "digits", "resnet18", "batchnorm", 1)] == pytest.approx(np.log(0.22))
-    g = claims.cm.final_log("gamma_sq")(d)
+    g = claims_metrics.final_log("gamma_sq")(d)
     assert not any(k[3] == "weightnorm" for k in g.index)  # no gamma: left out, not log(NaN)
 
 

@@ -185,7 +185,7 @@ def test_an_installed_entry_point_is_found_by_its_name(monkeypatch):
     from importlib import metadata
 
     ep = metadata.EntryPoint("fancy_rms", "bnstudy_example_norms:rms_norm", "bnstudy.normalizers")
-    monkeypatch.setattr(external.metadata, "entry_points",
+    monkeypatch.setattr(user_code.metadata, "entry_points",
                         lambda group: [ep] if group == "bnstudy.normalizers" else [])
     monkeypatch.syspath_prepend(str(EXAMPLE.parent))
     monkeypatch.setitem(sys.modules, "bnstudy_example_norms",
