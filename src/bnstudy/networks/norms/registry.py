@@ -40,6 +40,9 @@ class Normalizer:
     description: str = ""
     uses_batch_statistics: bool = False  # training mode normalizes with batch statistics
     stochastic: bool = False  # training mode draws noise (of the step set by set_step)
+    # its layers run under torch.func.vmap, so a block's seeds train stacked
+    # (:mod:`bnstudy.train.stacked`); False: they train one after another
+    batched: bool = True
     options: dict = field(default_factory=dict)  # defaults; with_options gives configured ones
     check: Callable[[dict], None] | None = None  # validates option values
     # option -> its one-line meaning: `python -m bnstudy list normalizers` prints it with the
