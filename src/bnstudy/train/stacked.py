@@ -34,10 +34,8 @@ from torch.func import functional_call, vmap
 def batchable(spec) -> tuple[bool, str]:
     """Whether the runs of ``spec`` train stacked, and if not, why."""
     nz = spec.model_config.normalizer(spec.norm)
-    if not nz.batched:
+    if not nz.batched:  # the registry refuses batched with noise or a before_update hook
         return False, f"normalizer {spec.norm!r} is registered batched=False"
-    if nz.stochastic or nz.before_update is not None:
-        return False, f"normalizer {spec.norm!r} draws noise or updates statistics per step"
     if spec.model_config.dropout:
         return False, "the model has dropout (drawn per step)"
     return True, ""

@@ -220,7 +220,7 @@ register(Normalizer(
     linear_bias=False,
     options={"n_samples": 1024, "refresh_every": 1, "zeta": "eq3", "zeta_batch_size": None,
              "zeta_probes": 4, "eps": 1e-5},
-    check=_check_population, before_update=_population_refresh,
+    check=_check_population, before_update=_population_refresh, batched=False,
     option_docs={
         "n_samples": "training inputs in the population the statistics are estimated on",
         "refresh_every": "training steps between re-estimates of the population statistics",
