@@ -207,9 +207,12 @@ def _run(seeds: list[Seed], batched: bool, ds: Dataset, data: dict, dev) -> None
         for group in kern.optimizer.param_groups:  # before the checkpoint: it replays update t
             group["lr"] = lr
         evaluating = step % cfg.eval_every == 0 or step == cfg.steps
+        if evaluating or step in ckpt_steps:  # the watched losses go to the seeds' checks
+            _flush(kern, active)
         for s in active:
             try:
-                _prepare(s, nz, step, evaluating or step in ckpt_steps, splits, ds, cfg, lr)
+                _prepare(s, nz, batched, step, evaluating or step in ckpt_steps, splits, ds,
+                         cfg, lr)
             except Exception:  # an error after an unchecked divergence is the divergence
                 s.bad = _diverged_at(s, step, lr)
                 if s.bad is None:
@@ -231,6 +234,7 @@ def _run(seeds: list[Seed], batched: bool, ds: Dataset, data: dict, dev) -> None
                 _update(kern, active, step, lr, xtr, ytr, ds, cfg, dev)
                 break
             except Exception:
+                _flush(kern, active)
                 for s in active:
                     s.bad = _diverged_at(s, step, lr)
                 if all(s.bad is None for s in active):
@@ -251,12 +255,14 @@ def _diverged_at(s: Seed, step: int, lr: float) -> dict | None:
     return bad
 
 
-def _prepare(s: Seed, nz, step: int, checking: bool, splits, ds, cfg, lr: float) -> None:
+def _prepare(s: Seed, nz, batched: bool, step: int, checking: bool, splits, ds, cfg,
+             lr: float) -> None:
     """Seed ``s``'s part of step ``step`` before the update: its batch, noise step and hook,
     then (at evaluation and checkpoint steps) its one host read: evaluation and watched losses."""
     if s.batch is None:
         s.batch = s.sampler.next()
-    normalizers.set_step(s.model, step)  # noisy BN: this step's noise in every pass
+    if not batched:  # noisy BN: this step's noise in every pass (batched: none is stochastic)
+        normalizers.set_step(s.model, step)
     if nz.before_update is not None:  # e.g. population_norm's statistics, before eval/ckpt
         nz.before_update(s.model, s.ctx, step, nz.options)
     if checking:
@@ -286,22 +292,31 @@ def _without_diverged(kern, active: list[Seed]) -> list[Seed]:
 def _update(kern, active: list[Seed], step: int, lr: float, xtr, ytr, ds, cfg, dev) -> None:
     """Update ``step`` of every active seed, on its own batch, in one kernel step."""
     kern.optimizer.zero_grad(set_to_none=True)
-    xs, ys = [], []
-    for s in active:
-        xb = xtr[s.batch]
-        if s.plan is not None:
-            xb = augment.batch_inputs(xb, s.spec.seed, step, cfg.augment_padding,
-                                      ds.input_shape, s.plan.at(step))
-        xs.append(xb)
-        ys.append(ytr[s.batch])
+    idx = torch.stack([s.batch for s in active])  # [K, B]: one gather for the block
+    xs = xtr[idx]
+    if active[0].plan is not None:
+        xs = torch.stack([augment.batch_inputs(x, s.spec.seed, step, cfg.augment_padding,
+                                               ds.input_shape, s.plan.at(step))
+                          for x, s in zip(xs, active, strict=True)])
     with precision.autocast(dev, cfg.precision):
-        losses = kern.losses(xs, ys)
-    for k, s in enumerate(active):
-        s.watch.add(step, losses[k], lr, time.perf_counter() - s.t0)
+        losses = kern.losses(xs, ytr[idx])
+    wall = time.perf_counter()
+    kern.watched.append(losses.detach())  # read at the next check (_flush)
+    for s in active:
+        s.watch.rows.append((step, lr, wall - s.t0))
     losses.sum().backward()
     kern.optimizer.step()
     for s in active:
         s.batch = None
+
+
+def _flush(kern, active: list[Seed]) -> None:
+    """Hand the block's watched losses since the last check to each seed's watch."""
+    if kern.watched:
+        m = torch.stack(kern.watched)  # [steps, K (+ the ghost)]
+        for k, s in enumerate(active):
+            s.watch.losses.append(m[:, k])
+        kern.watched = []
 
 
 def _resume_key(spec: RunSpec, ds: Dataset) -> str:

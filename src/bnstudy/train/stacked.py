@@ -30,6 +30,9 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
+# seeds per training job when the config does not say (``benchmarks/bench_seeds.py``)
+DEFAULT_BLOCK = 16
+
 
 def batchable(spec) -> tuple[bool, str]:
     """Whether the runs of ``spec`` train stacked, and if not, why."""
@@ -65,8 +68,10 @@ class Single:
             raise ValueError(f"the unbatched kernel steps one model, got {len(models)}")
         self.models, self.loss = models, loss
         self.optimizer = make_optimizer(models[0], cfg)
+        self.watched: list[torch.Tensor] = []  # the trainer's unread losses, one [K] per step
 
-    def losses(self, xs: list[torch.Tensor], ys: list[torch.Tensor]) -> torch.Tensor:
+    def losses(self, xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+        """The seed's mean loss on its batch, ``[1]`` (``xs``, ``ys``: ``[1, B, ...]``)."""
         return self.loss(self.models[0](xs[0]), ys[0]).reshape(1)
 
     def optimizer_state(self, k: int) -> dict:
@@ -88,6 +93,7 @@ class Stacked:
         self._stack(models)
         self.optimizer = make_optimizer(self.holder, cfg)
         self._step = vmap(self._one, in_dims=(0, 0, 0), randomness="error")
+        self.watched: list[torch.Tensor] = []  # the trainer's unread losses, one [K] per step
 
     def _stack(self, models: list[nn.Module]) -> None:
         """Copy the models' tensors into stacked ones; bind each model to its slot's views."""
@@ -110,12 +116,14 @@ class Stacked:
         return functional_call(self.models[0], dict(zip(names, [*p, *b], strict=True)), (x,),
                                tie_weights=False, strict=True)
 
-    def losses(self, xs: list[torch.Tensor], ys: list[torch.Tensor]) -> torch.Tensor:
-        """The K seeds' mean losses on their own batches, ``[K]`` (a graph to the stacks; one
-        more, the ghost's, when K = 1: backward the sum of all)."""
-        xs, ys = (xs * 2, ys * 2) if len(xs) == 1 else (xs, ys)  # the ghost's inputs
-        out = self._step(tuple(self.p), tuple(self.b), torch.stack(xs))
-        return vmap(self.loss)(out, torch.stack(ys))
+    def losses(self, xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+        """The K seeds' mean losses on their own batches ``xs``, ``ys`` (``[K, B, ...]``),
+        ``[K]`` (a graph to the stacks; one more, the ghost's, when K = 1: backward the sum of
+        all)."""
+        if len(xs) == 1:  # the ghost's inputs
+            xs, ys = torch.cat([xs, xs]), torch.cat([ys, ys])
+        out = self._step(tuple(self.p), tuple(self.b), xs)
+        return vmap(self.loss)(out, ys)
 
     def optimizer_state(self, k: int) -> dict:
         """Seed ``k``'s SGD state as its own ``torch.optim.SGD`` would hold it."""
