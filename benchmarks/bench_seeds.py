@@ -10,6 +10,9 @@ the arm with the smaller ratio at the default block size::
 
     seeds per CPU-second: batched X, per seed Y, ratio Z
 
+Also prints ``bn_jitter``'s CPU time per BN run, its grouped pass against the per-mini-batch
+loop it replaced (issue 47's target: 5x).
+
 Run:  python benchmarks/bench_seeds.py [--sizes 4 8 16 32] [--per-seed 4] [--steps 600]
 """
 
@@ -20,6 +23,7 @@ import time
 from unittest import mock
 
 import torch
+from torch import nn
 
 from bnstudy import data
 from bnstudy.train import loop, stacked
@@ -69,6 +73,25 @@ def matmul_floor(ds, steps: int, repeats: int = 200) -> float:
     return cpu(lambda: [step() for _ in range(repeats)]) / repeats * steps
 
 
+def jitter(ds, steps: int) -> tuple[float, float]:
+    """CPU seconds of ``bn_jitter`` (the default study's options) on one BN run: grouped, and
+    with the per-mini-batch loop it replaced."""
+    import yaml
+
+    from bnstudy.measures.jitter import compute, stats
+
+    with open("config/config.yaml") as f:
+        options = yaml.safe_load(f)["bn_jitter"]
+    run = loop.train_block([spec("batchnorm", 0, steps)], ds, "cpu")[0]
+    run["spec"] = loop.RunSpec.parse(run["spec"])
+    dev = torch.device("cpu")
+    grouped = cpu(lambda: compute.run(run, ds, options, dev))
+    with mock.patch.object(stats, "_grouped", None), mock.patch.object(
+            stats, "StepNoise", nn.Module):  # every module "draws noise": the loop
+        looped = cpu(lambda: compute.run(run, ds, options, dev))
+    return grouped, looped
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--sizes", type=int, nargs="+", default=None)
@@ -95,6 +118,9 @@ def main() -> None:
                                                            else ""))
             if k == default_k and (last is None or x / y < last[2]):
                 last = (x, y, x / y)
+    grouped, looped = jitter(ds, a.steps)
+    print(f"bn_jitter per BN run (default study's options): grouped {grouped:.2f} CPU-s, "
+          f"per-mini-batch loop {looped:.2f} CPU-s, {looped / grouped:.1f}x")
     print(f"seeds per CPU-second: batched {last[0]:.3f}, per seed {last[1]:.3f}, "
           f"ratio {last[2]:.2f}")
 

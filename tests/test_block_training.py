@@ -106,3 +106,28 @@ def test_an_unbatchable_normalizer_trains_its_seeds_one_after_another(star):
     assert not stacked.batchable(RunSpec.parse(spec(0)))[0]
     block = training.train_block([spec(0), spec(1)], star, "cpu")
     assert_same_run(training.train(spec(1), star, "cpu"), block[1])
+
+
+def test_the_train_verb_trains_a_block_into_each_runs_files(star, tmp_path):
+    """One ``python -m bnstudy train`` with several specs: each run's files, as trained alone."""
+    import json
+
+    from bnstudy.cli import main as cli
+    from bnstudy.tables import layout
+    from bnstudy.train import checkpoints
+
+    npz = tmp_path / "results" / "data" / "star2d.npz"
+    npz.parent.mkdir(parents=True)
+    data.save(star, npz)
+    specs = [make_spec(norm="batchnorm", seed=s, training=SHORT, experiment="tiny")
+             for s in (0, 1)]
+    outs = [[str(layout.run_file(tmp_path / "results", "tiny", "batchnorm", s, f))
+             for s in (0, 1)] for f in ("checkpoints.pt", "history.parquet")]
+    args = ["train", "--data", str(npz), "--device", "cpu", "--spec",
+            *[json.dumps(s) for s in specs], "--out-checkpoints", *outs[0],
+            "--out-history", *outs[1]]
+    assert cli.main(args) == 0
+    for s, ck in zip(specs, outs[0], strict=True):
+        alone = training.train(s, star, "cpu")
+        assert_same_run({**checkpoints.load(ck), "history": alone["history"]}, alone)
+    assert cli.main([*args[:-1]]) != 0  # one history file for two specs: refused
