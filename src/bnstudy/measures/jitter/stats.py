@@ -43,7 +43,7 @@ from bnstudy.networks.layer_stats import layer_by_layer
 from bnstudy.networks.normalizers import batchnorm_modules
 from bnstudy.networks.norms.layers import GhostBatchNorm, ghost_sizes, set_mean_var
 from bnstudy.networks.norms.noisy import StepNoise
-from bnstudy.networks.probe import watch
+from bnstudy.networks.probe import training_mode, watch
 
 
 def prop2(m2, m4, n: int) -> tuple:
@@ -136,11 +136,12 @@ def batch_statistics(model: nn.Module, x: torch.Tensor,
     over the batches, every layer normalizing each batch by that batch's own statistics, as a
     forward of the batch alone does (the same numbers to float rounding: the batched BN kernel
     rounds differently). Layers that draw noise per pass (noisy BN) go one batch at a time."""
+    if batches and len({len(b) for b in batches}) == 1 and not any(
+            isinstance(m, StepNoise) for m in model.modules()):
+        with training_mode(model, True):  # buffers passed in: the model is not changed
+            return _grouped(model, batchnorm_modules(model), x, torch.stack(list(batches)))
     net = copy.deepcopy(model).train()
     bns = batchnorm_modules(net)
-    if batches and len({len(b) for b in batches}) == 1 and not any(
-            isinstance(m, StepNoise) for m in net.modules()):
-        return _grouped(net, bns, x, torch.stack(list(batches)))
     current: list = [None] * len(bns)
 
     def moments(j: int, z: torch.Tensor) -> None:
@@ -169,9 +170,10 @@ def _grouped(net: nn.Module, bns: list, x: torch.Tensor, idx: torch.Tensor,
     def one(buffers, xb):
         found: list = [None] * len(bns)
 
-        def moments(j: int, z: torch.Tensor) -> None:
-            var, mean = torch.var_mean(z, dim=_dims(z), correction=0)
-            found[j] = (mean.double(), var.double())
+        def moments(j: int, z: torch.Tensor) -> None:  # two passes: var_mean is slow under vmap
+            mean = z.mean(_dims(z), keepdim=True)
+            var = (z - mean).square().mean(_dims(z))
+            found[j] = (mean.reshape(var.shape).double(), var.double())
 
         with watch(bns, moments, inputs=True):
             functional_call(net, dict(zip(names, buffers, strict=True)), (xb,), strict=False)
