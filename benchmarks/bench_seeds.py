@@ -121,6 +121,10 @@ def main() -> None:
     grouped, looped = jitter(ds, a.steps)
     print(f"bn_jitter per BN run (default study's options): grouped {grouped:.2f} CPU-s, "
           f"per-mini-batch loop {looped:.2f} CPU-s, {looped / grouped:.1f}x")
+    import resource
+
+    print(f"peak resident memory of this process: "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     print(f"seeds per CPU-second: batched {last[0]:.3f}, per seed {last[1]:.3f}, "
           f"ratio {last[2]:.2f}")
 
