@@ -100,7 +100,7 @@ def main() -> None:
     a = p.parse_args()
     torch.set_num_threads(1)
     default_k = stacked.DEFAULT_BLOCK
-    sizes = sorted(set(a.sizes or [default_k]) | {default_k})
+    sizes = sorted(set(a.sizes or [1, default_k]) | {default_k})  # 1: a lone run's cost
     ds = data.make("digits", {"test_fraction": 0.25, "seed": 0, "image": False})
     loop.train_block([spec("batchnorm", 0, 2)], ds, "cpu")  # warm: imports, first SGD step
     floor = matmul_floor(ds, a.steps)
