@@ -88,6 +88,7 @@ class Stacked:
         self.models, self.loss = models, loss
         self.params = _owners(models[0], "param")
         self.buffers = _owners(models[0], "buffer")
+        self.names = [n for n, _, _ in self.params] + [n for n, _, _ in self.buffers]
         self.holder = nn.Module()
         self.holder.p = nn.ParameterList()
         self._stack(models)
@@ -112,9 +113,8 @@ class Stacked:
         self.holder.p = nn.ParameterList(self.p)
 
     def _one(self, p, b, x):
-        names = [n for n, _, _ in self.params] + [n for n, _, _ in self.buffers]
-        return functional_call(self.models[0], dict(zip(names, [*p, *b], strict=True)), (x,),
-                               tie_weights=False, strict=True)
+        return functional_call(self.models[0], dict(zip(self.names, [*p, *b], strict=True)),
+                               (x,), tie_weights=False, strict=True)
 
     def losses(self, xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
         """The K seeds' mean losses on their own batches ``xs``, ``ys`` (``[K, B, ...]``),
