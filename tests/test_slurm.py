@@ -331,7 +331,12 @@ def test_measures_of_an_experiment_share_one_cluster_job(slurm_study, groups, pl
     for job in (j for j in slurm_study["jobs"] if _rule(j, groups) in groups):
         # every measure the experiment runs, and no other experiment's
         e = groups[_rule(job, groups)]
-        assert all(m in job["Comment"] for m in plan.experiment_measures(e)), job
+        want = plan.experiment_measures(e)
+        shown = [m for m in want if m in job["Comment"]]
+        # Snakemake names a group job by at most five of its rules (sorted), then "..."
+        # (snakemake.jobs.GroupJob.name): star's six measures show five
+        assert len(shown) == len(want) or (job["Comment"].endswith("...")
+                                           and len(shown) == 5), job["Comment"]
 
 
 @pytest.mark.workflow
