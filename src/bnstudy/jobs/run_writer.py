@@ -37,7 +37,9 @@ class RunBusy(ValueError):
     """Another process is writing the same run directory."""
 
 
-def _holder(fd: int) -> dict:
+def read_holder(fd: int) -> dict:
+    """The JSON record a lock file's holder wrote (pid, host, what, since); {} when unreadable.
+    Shared with the results lock (:mod:`bnstudy.planning.lock`)."""
     try:
         rec = json.loads(os.pread(fd, 65536, 0) or b"{}")
     except (OSError, ValueError):
@@ -69,7 +71,7 @@ def one_writer(directory: str | Path, what: str = "", files: str = "") -> Iterat
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            h = _holder(fd)
+            h = read_holder(fd)
             os.close(fd)
             raise RunBusy(
                 f"{d} is being written by another job: pid {h.get('pid', '?')} on host "

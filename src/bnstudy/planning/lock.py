@@ -32,6 +32,7 @@ from pathlib import Path
 
 from bnstudy.config import paths
 from bnstudy.config.loader import ConfigError
+from bnstudy.jobs.run_writer import read_holder
 
 STUDY_FILE = paths.STUDY_RECORD
 MARKER_TEXT = (b"This directory holds a bnstudy study's results: a study config may name it as "
@@ -79,14 +80,6 @@ def _recorded(root: Path) -> dict | None:
     return rec
 
 
-def _holder(fd: int) -> dict:
-    try:
-        rec = json.loads(os.pread(fd, 65536, 0) or b"{}")
-    except (OSError, ValueError):
-        return {}
-    return rec if isinstance(rec, dict) else {}
-
-
 def check(cfg: dict, configfiles) -> None:
     """Refuse (:class:`~bnstudy.config.loader.ConfigError`) when ``cfg``'s results directory holds
     another study or another run is writing it; reads only."""
@@ -107,7 +100,7 @@ def check(cfg: dict, configfiles) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:  # held: by a run of this study (its cluster jobs read this too)?
-        h = _holder(fd)
+        h = read_holder(fd)
         if h.get("config_hash") != mine["config_hash"]:
             _refuse(root, f"is being written by another study's run: pid {h.get('pid')} on "
                           f"host {h.get('host')}, {_describe(h)}, since {h.get('since')}; this "
@@ -133,7 +126,7 @@ def claim(cfg: dict, configfiles) -> None:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            h = _holder(fd)
+            h = read_holder(fd)
             os.close(fd)
             _refuse(root, f"is being written by another run: pid {h.get('pid')} on host "
                           f"{h.get('host')}, {_describe(h)}, since {h.get('since')}; wait for "
