@@ -35,6 +35,8 @@ import pandas as pd
 import warm_snakemake
 import yaml
 
+from bnstudy.tables import layout
+
 REPO = Path(__file__).resolve().parents[1]
 TEST_CONFIG = REPO / ".test" / "config.yaml"
 COPIED = ("Snakefile", "workflow", "config", "src", "profiles", "environment.yml", ".test")
@@ -226,7 +228,20 @@ def planned_jobs(output: str) -> list[dict]:
                 jobs[-1]["wildcards"] = dict(kv.split("=", 1) for kv in value.split(", "))
             else:
                 jobs[-1][key] = value.split(", ")
-    return jobs
+    return [_train_job(j) for j in jobs]
+
+
+def _train_job(job: dict) -> dict:
+    """A train job (rule ``train_<experiment>_<norm>_s<seeds>``, one per block of seeds:
+    bnstudy.planning.training) as rule ``train`` with the wildcards experiment, norm and block
+    (its seeds' label), read from its per-seed outputs; its rule name kept as ``name``."""
+    if not job["rule"].startswith("train_"):
+        return job
+    runs = [Path(f).parts[-4:-1] for f in job["output"] if f.endswith("checkpoints.pt")]
+    ((experiment, norm),), seeds = {r[:2] for r in runs}, [int(r[2][4:]) for r in runs]
+    return {**job, "rule": "train", "name": job["rule"],
+            "wildcards": {"experiment": experiment, "norm": norm,
+                          "block": layout.seeds_label(seeds)}}
 
 
 def dry_run(project: Path, *args: str) -> list[dict]:

@@ -17,7 +17,7 @@ from bnstudy import data, measures, plots
 from bnstudy.measures.jitter import compute as bj
 from bnstudy.measures.jitter import maps as bjm
 from bnstudy.measures.jitter import stats as bjs
-from bnstudy.networks import models
+from bnstudy.networks import models, normalizers
 from bnstudy.plots import bn_jitter as bjplots
 from bnstudy.train import loop as training
 
@@ -90,6 +90,28 @@ def test_batch_statistics_match_a_manual_train_mode_forward():
             torch.testing.assert_close(got[j][0][k], h.mean(0), rtol=1e-5, atol=1e-6)
             torch.testing.assert_close(got[j][1][k], h.var(0, unbiased=False), rtol=1e-5,
                                        atol=1e-6)
+
+
+@pytest.mark.parametrize("norm", ["batchnorm", "ghost_batchnorm", "weightnorm_meanonly_bn"])
+def test_grouped_batch_statistics_equal_the_per_batch_loop(norm):
+    """Issue 47: a size's batches in one grouped pass give the per-batch forwards' statistics
+    (float rounding apart), in chunks too, and leave the model as it was."""
+    torch.manual_seed(0)
+    net = models.build_model({"arch": "mlp", "depth": 3, "width": 16}, norm, (3,), 2).train()
+    x = _skewed(200, 3)
+    idx = bjs.draw_batches(len(x), 16, 9, "without_replacement", seed=1)
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    grouped = bjs.batch_statistics(net, x, idx)
+    twin = copy.deepcopy(net)
+    chunked = bjs._grouped(twin, normalizers.batchnorm_modules(twin), x, torch.stack(idx),
+                           max_rows=16 * 4)
+    loop = bjs.batch_statistics(net, x, idx + [torch.arange(7)])  # mixed sizes: the loop
+    assert all(torch.equal(v, net.state_dict()[k]) for k, v in before.items())
+    for (gm, gv), (lm, lv), (cm, cv) in zip(grouped, loop, chunked, strict=True):
+        assert gm.shape == (9, lm.shape[1])
+        torch.testing.assert_close(gm, lm[:9], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(gv, lv[:9], rtol=1e-5, atol=1e-6)
+        assert torch.equal(cm, gm) and torch.equal(cv, gv)
 
 
 def test_population_moments_reference_and_chunking():

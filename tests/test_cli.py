@@ -70,7 +70,7 @@ def test_check_states_how_long_the_study_should_take_here(tmp_path, capsys):
     import re
 
     took = {}
-    for n in (1, 12):
+    for n in (1, 20):  # 20 seeds: two train blocks per arm (training_block 16)
         path = _study(tmp_path / f"s{n}.yaml", list(range(n)))
         assert cli.main(["check", path]) == 0
         line = capsys.readouterr().out.splitlines()[1]
@@ -80,7 +80,7 @@ def test_check_states_how_long_the_study_should_take_here(tmp_path, capsys):
                          r"from FLOP counts .*", line)
         assert m, line
         took[n] = (float(m[1]) * {"s": 1, "min": 60, "h": 3600, "days": 86400}[m[2]], int(m[5]))
-    assert took[12][0] > took[1][0] and took[12][1] > took[1][1]
+    assert took[20][0] > took[1][0] and took[20][1] > took[1][1]
 
 
 def test_help_says_how_to_run_a_study_people_verbs_first(capsys):

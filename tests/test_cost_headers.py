@@ -165,17 +165,17 @@ def test_per_stage_hours_are_the_hand_computation_from_the_macs():
     assert (size.macs, size.activations) == (MACS, ACTIVATIONS)
     plan = _star_plan()
     r = resources
-    runs = 2 * 2  # norms x seeds
-    # a train job: its steps (forward + backward of a batch) and 5 evaluations of both splits
+    runs, jobs = 2 * 2, 2  # norms x seeds; a train job per norm (its block of 2 seeds)
+    # a run: its steps (forward + backward of a batch) and 5 evaluations of both splits
     passes = STEPS * BATCH * 3 + EVALS * (N_TRAIN + N_TEST)
     calls = STEPS + EVALS * math.ceil((N_TRAIN + N_TEST) / r.EVAL_CHUNK)
-    gpu_s = (r.START_SECONDS + r.GPU_START_SECONDS + calls * r.CALL_SECONDS
-             + passes * (FLOPS / r.GPU_FLOPS + BYTES / r.GPU_BYTES))
+    gpu_s = (r.START_SECONDS + r.GPU_START_SECONDS + 2 * calls * r.CALL_SECONDS
+             + 2 * passes * (FLOPS / r.GPU_FLOPS + BYTES / r.GPU_BYTES))  # a job of 2 runs
     train = _stage(plan, "train")
-    assert train.jobs == runs
+    assert train.jobs == jobs
     assert train.flops == pytest.approx(runs * passes * FLOPS)
-    assert train.gpu_hours == pytest.approx(runs * gpu_s / 3600)
-    assert train.cpu_hours == pytest.approx(runs * gpu_s / 3600)  # 1 thread held per job
+    assert train.gpu_hours == pytest.approx(jobs * gpu_s / 3600)
+    assert train.cpu_hours == pytest.approx(jobs * gpu_s / 3600)  # 1 thread held per job
     # generalization (running BN statistics): one pass over both splits per run, on the CPU
     ckpts = len({0, 1, 10, STEPS})
     g_passes, g_calls = runs * (N_TRAIN + N_TEST), runs * (2 + ckpts)
@@ -196,7 +196,7 @@ def test_pn_refreshes_are_counted_in_training_and_scale_with_1_over_refresh_ever
     refresh = _stage(plan, study_cost.REFRESH_ROW)
     refreshes = STEPS // every + 1  # before steps 0, every, ..., STEPS (bnstudy.train.loop)
     flops = 2 * refreshes * 32 * resources.REFRESH * FLOPS  # 2 seeds of the PN arm
-    assert refresh.jobs == 2 and refresh.flops == pytest.approx(flops)
+    assert refresh.jobs == 1 and refresh.flops == pytest.approx(flops)  # the PN arm: one job
     train = _stage(plan, "train")
     assert train.flops == pytest.approx(4 * (STEPS * BATCH * 3 + EVALS * 128) * FLOPS + flops)
     assert 0 < refresh.gpu_hours < train.gpu_hours

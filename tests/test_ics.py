@@ -12,7 +12,7 @@ from specs import make_spec
 from bnstudy import measures
 from bnstudy.measures.ics import compute as ics
 from bnstudy.networks import models
-from bnstudy.train import checkpoints
+from bnstudy.train import checkpoints, stacked
 from bnstudy.train import loop as training
 
 CPU = torch.device("cpu")
@@ -118,7 +118,7 @@ def test_update_reproduces_next_checkpoint(bn_run, star):
     for i in consecutive:
         r = checkpoints.restore(bn_run, i, star)
         res = ics.measure_checkpoint(r.model, r.optimizer, xtr[r.batch], ytr[r.batch],
-                                     star.task, xtr[:8])
+                                     star.task, xtr[:8], batched=stacked.batchable(r.spec)[0])
         for name, p in res.new_params.items():
             assert torch.equal(p, cks[i + 1]["model"][name]), name
     df = pd.DataFrame(ics.run_ics(bn_run, star, {}, CPU))

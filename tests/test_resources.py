@@ -24,7 +24,7 @@ from bnstudy.planning import resources
 from bnstudy.planning.plan import Plan
 
 SANTURKAR = harness.REPO / "config" / "studies" / "santurkar_paper.yaml"
-STAR_RUN = {"experiment": "star", "norm": "none", "seed": "0"}
+STAR_RUN = {"experiment": "star", "norm": "none", "block": "0"}  # a train job of one seed
 STAR_BLOCK = {"experiment": "star", "block": "0-1"}
 
 
@@ -94,7 +94,7 @@ def test_only_long_jobs_ask_for_a_gpu_and_never_on_a_cpu_study():
     assert req["gpu"] == 1 and req["runtime"] < on_cpu["runtime"], (req, on_cpu)
     # the other experiments' runs are small: no GPU, on the same device setting
     assert auto.job_resources("train", {"experiment": "dln", "norm": "batchnorm",
-                                        "seed": "0"})["gpu"] == 0
+                                        "block": "0"})["gpu"] == 0
     assert all(r["gpu"] == 0 for r in _requests(_plan(_big(), device="cpu")).values())
     assert all(r["gpu"] == 0 for r in _requests(_plan(device="cuda")).values())  # all small
 
@@ -103,7 +103,7 @@ def test_gpus_per_train_job_is_the_count_of_a_train_job_that_needs_one():
     plan = _plan(_big(), device="auto", gpus_per_train_job=2)
     assert plan.job_resources("train", STAR_RUN)["gpu"] == 2
     assert plan.job_resources("train", {"experiment": "dln", "norm": "batchnorm",
-                                        "seed": "0"})["gpu"] == 0
+                                        "block": "0"})["gpu"] == 0
     assert plan.job_resources("partition_density", STAR_BLOCK)["gpu"] in (0, 1)
 
 
@@ -169,8 +169,10 @@ def test_check_cluster_prints_a_row_for_every_rule(capsys, path):
     want |= {"replication_round", "replication_table"} if plan.policies else set()
     want |= {"analysis"} if plan.analyses else set()
     assert set(rows) == want
-    assert int(rows["train"][0]) == sum(len(x["norms"]) * sum(map(len, plan.planned_blocks(e)))
-                                        for e, x in plan.experiments.items())
+    # one train job per block of an arm's seeds (bnstudy.planning.training), every run in one
+    runs = sum(len(x["norms"]) * sum(map(len, plan.planned_blocks(e)))
+               for e, x in plan.experiments.items())
+    assert int(rows["train"][0]) == len(plan.train_jobs) < runs
     gpu_hours = float(re.search(r"([\d.]+) GPU-hours", total).group(1))
     if path == SANTURKAR:  # the CIFAR runs need a GPU, the DLN's do not
         assert rows["train"][1] == "0-1" and gpu_hours > 1, (rows["train"], total)
@@ -231,7 +233,9 @@ def test_the_snakefile_passes_the_plans_requests(tmp_path):
     plan = Plan(study.check(study.load([SANTURKAR]), local=False))
     jobs = [j for j in _listed_resources(out.stdout + out.stderr)
             if j[0] not in ("all", "job_arguments")]
-    assert {j[0] for j in jobs} >= {"prepare_data", "train", "aggregate", "report", "ics"}
+    assert {j[0] for j in jobs} >= {"prepare_data", "aggregate", "report", "ics"}
+    # the first round's train jobs (later rounds' blocks are planned rules, run once decided)
+    assert set() < {j[0] for j in jobs if j[0].startswith("train_")} <= set(plan.train_jobs)
     for rule, wildcards, listed in jobs:
         want = plan.job_resources(rule, wildcards)
         assert {k: int(listed[k]) for k in resources.KEYS} == want, (rule, wildcards, listed)

@@ -38,7 +38,10 @@ from bnstudy import measures, plots
 from bnstudy.config import study
 from bnstudy.planning.plan import Plan
 
-RUN = ("star", "batchnorm", "0")  # the run whose training is cancelled mid-way
+RUN = ("star", "batchnorm", "0")  # the run whose training (its block's job) is cancelled mid-way
+# the train rule of RUN's block (bnstudy.planning.training: train_<experiment>_<norm>_s<seeds>,
+# a block of the first round's seeds starts at seed 0)
+RUN_RULE = f"train_{RUN[0]}_{RUN[1]}_s{RUN[2]}"
 STEPS = 1000  # the star experiment's training: long enough to be cancelled
 
 
@@ -143,7 +146,7 @@ def _cancel_train_when_resumable(cluster, resume, stop: threading.Event, record:
     while not stop.is_set():
         if resume.exists():
             for job in cluster.jobs():
-                if (job.get("Comment", "").startswith(f"rule_train_wildcards_{'_'.join(RUN)}")
+                if (job.get("Comment", "").startswith(f"rule_{RUN_RULE}")
                         and job.get("JobState") == "RUNNING"):
                     cluster.cmd("scancel", job["JobId"])
                     record.update(job=job["JobId"], at=time.perf_counter())
@@ -217,6 +220,8 @@ def _rule(job: dict, groups) -> str:
     """The rule or group a cluster job ran, from the comment the executor sets:
     ``rule_<rule>_wildcards_<values>`` or ``rule_<group>_<its rules>``."""
     comment = job.get("Comment", "").removeprefix("rule_").split("_wildcards_")[0]
+    if comment.startswith("train_"):  # a block's train rule (bnstudy.planning.training)
+        return "train"
     for group in (*groups, "tables", "figures"):
         if comment.startswith(f"{group}_"):
             return group
@@ -285,19 +290,18 @@ def _gpus(job: dict) -> str:
 @pytest.mark.workflow
 def test_train_jobs_request_a_gpu_and_nothing_else_does(slurm_study, groups, plan):
     train = [j for j in slurm_study["jobs"] if _rule(j, groups) == "train"]
-    # one per run of the rounds taken (and a retry of the cancelled one)
-    grid = _final(plan, slurm_study["results"]).grid(plan.experiments)
-    runs = sum(len(g["norms"]) * len(g["seeds"]) for g in grid.values())
+    # one per block of an arm's seeds of the rounds taken (and a retry of the cancelled one)
+    final = _final(plan, slurm_study["results"])
+    grid = final.grid(plan.experiments)
     assert len(grid["star"]["seeds"]) == 3, grid["star"]  # round 0 left star undecided
-    assert len({j["Comment"] for j in train}) == runs, [j["Comment"] for j in train]
+    assert len({j["Comment"] for j in train}) == final.train_job_count(grid), [
+        j["Comment"] for j in train]
     for job in slurm_study["jobs"]:
         assert ("gres:gpu:1" in _gpus(job)) == (_rule(job, groups) == "train"), job
-    # each train job asks for what the plan estimates for its run (bnstudy.planning.resources)
-    final = _final(plan, slurm_study["results"])
+    # each train job asks for what the plan estimates for its block (bnstudy.planning.resources)
     for job in train:
-        wildcards = dict(zip(("experiment", "norm", "seed"),
-                             job["Comment"].split("_wildcards_")[1].split("_"), strict=True))
-        want = final.job_resources("train", wildcards)
+        name = job["Comment"].removeprefix("rule_").split("_wildcards_")[0]
+        want = final.job_resources(name, {})
         assert want["gpu"] == 1, want
         h, m = divmod(int(want["runtime"]), 60)
         assert job["TimeLimit"] == f"{h:02d}:{m:02d}:00", (job["TimeLimit"], want)
@@ -308,10 +312,10 @@ def test_train_jobs_request_a_gpu_and_nothing_else_does(slurm_study, groups, pla
 def test_killed_train_job_is_retried_and_resumes(slurm_study, groups):
     assert slurm_study["killed"], "the train job finished before it could be cancelled"
     train = sorted((j for j in slurm_study["jobs"] if _rule(j, groups) == "train"
-                    and j["Comment"].endswith("_".join(RUN))), key=lambda j: int(j["JobId"]))
+                    and j["Comment"].startswith(f"rule_{RUN_RULE}")), key=lambda j: int(j["JobId"]))
     assert [j["JobState"] for j in train] == ["CANCELLED", "COMPLETED"], train
     assert train[0]["JobId"] == slurm_study["killed"]["job"]
-    log = slurm_study["results"].joinpath("logs", "train", *RUN[:2], f"seed{RUN[2]}.log")
+    (log,) = slurm_study["results"].joinpath("logs", "train", *RUN[:2]).glob(f"seeds{RUN[2]}*.log")
     assert "resuming from" in log.read_text(), log.read_text()[-2000:]
     assert not slurm_study["results"].joinpath(
         "runs", *RUN[:2], f"seed{RUN[2]}", "resume.pt").exists()

@@ -17,6 +17,7 @@ from bnstudy import data
 from bnstudy.networks import normalizers
 from bnstudy.networks.norms.noisy import StepNoise
 from bnstudy.train import loop as training
+from bnstudy.train import schedules
 
 SYNC_OPS = {"_local_scalar_dense", "nonzero", "masked_select", "_unique2", "unique_dim",
             "unique_consecutive", "equal", "is_nonzero"}
@@ -42,13 +43,18 @@ def count_syncs(monkeypatch, run) -> dict[int, collections.Counter]:
     def log(kind):
         per_step[now["step"]][kind] += 1
 
-    set_step = normalizers.set_step
+    from_config = schedules.from_config
 
-    def tracking(model, step):
-        now["step"] = step
-        set_step(model, step)
+    def tracking(cfg, n_train):  # the trainer reads the step's lr first thing in a step
+        lr_at = from_config(cfg, n_train)
 
-    monkeypatch.setattr(normalizers, "set_step", tracking)
+        def at(step):
+            now["step"] = step
+            return lr_at(step)
+
+        return at
+
+    monkeypatch.setattr(schedules, "from_config", tracking)
     for name in READS:
         original = getattr(torch.Tensor, name)
 

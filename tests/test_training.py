@@ -6,7 +6,7 @@ import pytest
 import torch
 from specs import make_spec
 
-from bnstudy.train import checkpoints
+from bnstudy.train import checkpoints, stacked
 from bnstudy.train import loop as training
 
 
@@ -181,19 +181,20 @@ def test_an_error_after_an_unchecked_divergence_is_the_divergence(star, monkeypa
     """A step on NaN weights that raises (a layer or hook failing on them) before the next
     check ends the run as diverged at the failing step; an error on finite weights raises."""
     ref = training.train(_diverging(1000, [0]), star, "cpu")
-    set_step = training.normalizers.set_step
+    losses = stacked.Stacked.losses
 
-    def fragile(model, step):
-        if not all(torch.isfinite(p).all() for p in model.parameters()):
+    def fragile(kern, xs, ys):
+        if not all(torch.isfinite(p).all() for p in kern.models[0].parameters()):
             raise RuntimeError("non-finite weights")
-        if step == 2 and model.training and fragile.fail_at_2:
+        fragile.calls += 1
+        if fragile.calls == 3 and fragile.fail_at_2:
             raise RuntimeError("step 2 failed")
-        set_step(model, step)
+        return losses(kern, xs, ys)
 
-    fragile.fail_at_2 = False
-    monkeypatch.setattr(training.normalizers, "set_step", fragile)
+    fragile.fail_at_2, fragile.calls = False, 0
+    monkeypatch.setattr(stacked.Stacked, "losses", fragile)
     run = training.train(_diverging(1000, [0]), star, "cpu")
     assert run["diverged"] and _no_wall(run["history"]) == _no_wall(ref["history"])
-    fragile.fail_at_2 = True
+    fragile.fail_at_2, fragile.calls = True, 0
     with pytest.raises(RuntimeError, match="step 2 failed"):
         training.train(_diverging(1000, [0]), star, "cpu")

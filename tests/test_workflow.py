@@ -135,7 +135,11 @@ def test_one_job_per_measure_and_experiment_writing_experiment_tables(full_plan,
     assert all(j["log"] == [f"results/logs/plot/{j['rule'][5:]}.log"] for j in full_plan
                if j["rule"].startswith("plot_"))
     counts = job_counts(full_plan)
-    assert counts["train"] == len(plan.runs) and counts["aggregate"] == len(plan.tables)
+    # one train job per block of an arm's seeds (harness: rule "train", wildcard "block")
+    assert counts["train"] == len(plan.train_jobs) and counts["aggregate"] == len(plan.tables)
+    assert sorted((j["wildcards"]["experiment"], j["wildcards"]["norm"], s) for j in full_plan
+                  if j["rule"] == "train" for s in layout.label_seeds(j["wildcards"]["block"])
+                  ) == sorted(plan.runs)
 
 
 @pytest.mark.workflow

@@ -37,11 +37,6 @@ def log_file(rule, *parts):
     return PLAN.log(rule, *parts)
 
 
-def run_out(name):
-    """A per-run file, as a pattern over the experiment, norm and seed wildcards."""
-    return PLAN.run_file("{experiment}", "{norm}", "{seed}", name)
-
-
 def _round_record(k):
     """Round k's record (bnstudy.replication.rounds): a checkpoint, so Snakemake runs the round
     first when its file is missing and then re-evaluates the jobs that read it."""
@@ -93,12 +88,20 @@ def get_run_dataset(wildcards):
     return PLAN.dataset_file(wildcards.experiment)
 
 
-def get_train_code(wildcards):
-    return PLAN.train_code(wildcards.norm)
+def get_train_dataset(job):
+    return PLAN.dataset_file(PLAN.train_jobs[job][0])
 
 
-def get_run_spec(wildcards):
-    return PLAN.run_spec(wildcards.experiment, wildcards.norm, wildcards.seed)
+def get_train_outputs(job):
+    return PLAN.train_outputs(job)
+
+
+def get_train_log(job):
+    return PLAN.train_log(job)
+
+
+def get_train_params(job):
+    return PLAN.train_params(job)
 
 
 def get_block_checkpoints(wildcards):

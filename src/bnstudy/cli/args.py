@@ -96,15 +96,19 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--options", type=json_arg, default={}, help="the dataset's options as JSON")
     s.add_argument("--out", required=True, help="the prepared dataset (.npz)")
 
-    s = sub.add_parser("train", help="train one run and write checkpoints and history")
+    s = sub.add_parser("train", help="train one run, or a block of seeds of one arm together, "
+                       "and write each run's checkpoints and history")
     s.add_argument("--data", required=True, help="the prepared dataset (.npz)")
-    s.add_argument("--spec", type=json_arg, required=True, help="run spec as JSON")
+    s.add_argument("--spec", type=json_arg, required=True, nargs="+",
+                   help="run spec as JSON; several: seeds of one arm, trained as one block")
     s.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     s.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    s.add_argument("--resume", default=None, help="resume-state file (kept until success)")
-    s.add_argument("--out-checkpoints", required=True,
-                   help="the run file: checkpoints, batches, optimizer states (.pt)")
-    s.add_argument("--out-history", required=True, help="the training history table (.parquet)")
+    s.add_argument("--resume", default=None, nargs="+",
+                   help="resume-state file per run (kept until success)")
+    s.add_argument("--out-checkpoints", required=True, nargs="+",
+                   help="the run file per run: checkpoints, batches, optimizer states (.pt)")
+    s.add_argument("--out-history", required=True, nargs="+",
+                   help="the training history table per run (.parquet)")
 
     s = sub.add_parser("measure", help="run a registered measure over every run of one block of "
                        "an experiment's seeds (each run's checkpoints file under the results "

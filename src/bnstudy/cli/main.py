@@ -4,6 +4,7 @@ when it runs, so a verb that only reads tables does not import torch."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -127,15 +128,26 @@ def cmd_train(a) -> None:
     from bnstudy.tables import binding
     from bnstudy.train.spec import RunSpec
 
-    spec = RunSpec.parse(a.spec, source="--spec")  # typed from here on
-    binding.check_outputs([a.out_history, a.out_checkpoints, *([a.resume] if a.resume else [])],
-                          binding.run_place(spec.experiment, spec.norm, spec.seed))
-    with run_writer.one_writer(os.path.dirname(os.path.abspath(a.out_history)),
-                               f"train {spec.experiment}/{spec.norm}/seed{spec.seed}"):
-        _train(a, spec)
+    specs = [RunSpec.parse(s, source="--spec") for s in a.spec]  # typed from here on
+    resumes = a.resume or [None] * len(specs)
+    for name, given in (("--resume", resumes), ("--out-checkpoints", a.out_checkpoints),
+                        ("--out-history", a.out_history)):
+        if len(given) != len(specs):
+            raise ValueError(f"{name}: {len(given)} value(s) for {len(specs)} --spec; give "
+                             "one per run spec, in the same order")
+    for spec, res, ck, hist in zip(specs, resumes, a.out_checkpoints, a.out_history,
+                                   strict=True):
+        binding.check_outputs([hist, ck, *([res] if res else [])],
+                              binding.run_place(spec.experiment, spec.norm, spec.seed))
+    with contextlib.ExitStack() as held:  # one writer per run directory of the block
+        for spec, hist in zip(specs, a.out_history, strict=True):
+            held.enter_context(run_writer.one_writer(
+                os.path.dirname(os.path.abspath(hist)),
+                f"train {spec.experiment}/{spec.norm}/seed{spec.seed}"))
+        _train(a, specs, resumes)
 
 
-def _train(a, spec) -> None:
+def _train(a, specs, resumes) -> None:
     from bnstudy import data, io
     from bnstudy.train import checkpoints
     from bnstudy.train import loop as training
@@ -144,20 +156,22 @@ def _train(a, spec) -> None:
     _set_threads(a.threads)
     ds = data.load(a.data)
     t0 = time.perf_counter()
-    result = training.train(spec, ds, a.device, resume_path=a.resume)
-    hist = training.history_frame(result)
-    for k, v in spec.ids.items():
-        hist[k] = v
-    prov = io.provenance(io.stable_hash(spec.to_dict()), result["device"],
-                         config=spec.to_dict())
-    io.write_table(hist, a.out_history, prov)
-    checkpoints.save(result, a.out_checkpoints)
-    if a.resume:  # the resume file and its checkpoint files: no stray file after success
-        from bnstudy.train import resume
+    results = training.train_block(specs, ds, a.device, resume_paths=resumes)
+    for spec, result, res, ck, out in zip(specs, results, resumes, a.out_checkpoints,
+                                          a.out_history, strict=True):
+        hist = training.history_frame(result)
+        for k, v in spec.ids.items():
+            hist[k] = v
+        prov = io.provenance(io.stable_hash(spec.to_dict()), result["device"],
+                             config=spec.to_dict())
+        io.write_table(hist, out, prov)
+        checkpoints.save(result, ck)
+        if res:  # the resume file and its checkpoint files: no stray file after success
+            from bnstudy.train import resume
 
-        resume.remove(a.resume)
-    log.info("trained %s in %.1fs on %s (diverged=%s)", spec.ids,
-             time.perf_counter() - t0, result["device"], result["diverged"])
+            resume.remove(res)
+        log.info("trained %s in %.1fs on %s (diverged=%s)", spec.ids,
+                 time.perf_counter() - t0, result["device"], result["diverged"])
 
 
 def cmd_measure(a) -> None:

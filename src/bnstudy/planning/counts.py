@@ -43,7 +43,8 @@ def sentence(c: dict[str, int]) -> str:
     """The counts in words, as the README states them."""
     measure_jobs = sum(v for k, v in c.items() if k in measures.REGISTRY)
     figures = sum(v for k, v in c.items() if k.startswith("plot_"))
-    parts = [_n(c.get("prepare_data", 0), "dataset"), _n(c.get("train", 0), "training run"),
+    parts = [_n(c.get("prepare_data", 0), "dataset"),
+             _n(c.get("train", 0), "train job") + " (one per arm and block of seeds)",
              _n(measure_jobs, "measure job") + " (one per measure and block of seeds)"]
     if c.get("replication_round"):
         parts.append(_n(c["replication_round"], "replication round") + " and their table")

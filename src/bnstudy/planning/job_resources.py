@@ -82,11 +82,12 @@ class Resources:
 
     def job_work(self, rule: str, wildcards: dict) -> resources.Work:
         """The work of one job of ``rule`` (:class:`bnstudy.planning.resources.Work`)."""
-        if rule == "train":
+        if rule == "train":  # a block of one arm's seeds (bnstudy.planning.training)
             size, n_train, n_te, training = self._experiment(wildcards["experiment"])
             entry = self.config["models"][self.experiments[wildcards["experiment"]]["model"]]
+            seeds = len(layout.label_seeds(wildcards["block"]))
             return resources.train_work(size, n_train, n_te, training,
-                                        model_size.refresh(entry, wildcards["norm"]))
+                                        model_size.refresh(entry, wildcards["norm"]), seeds)
         if rule in measures.REGISTRY:
             e = wildcards["experiment"]
             size, n_train, n_te, training = self._experiment(e)
@@ -111,6 +112,8 @@ class Resources:
         """``{"gpu", "mem_mb", "runtime"}`` of one job of ``rule`` (``wildcards``: its
         wildcards as a mapping)."""
         wildcards = dict(wildcards.items())  # a Snakemake Wildcards object or a dict
+        if rule in self.train_jobs:  # a generated train rule (no wildcards): stage train
+            rule, wildcards = "train", self.train_wildcards(rule)
         key = (rule, tuple(sorted(wildcards.items())))
         cache = self._requests
         if key not in cache:
@@ -127,9 +130,7 @@ class Resources:
         round taken (the local ``job_arguments`` jobs are left out)."""
         used = dict.fromkeys(x["dataset"] for x in self.experiments.values())
         out = {"prepare_data": [{"dataset": d} for d in used],
-               "train": [{"experiment": e, "norm": n, "seed": str(s)}
-                         for e, x in self.experiments.items() for n in x["norms"]
-                         for b in self.planned_blocks(e) for s in b]}
+               "train": [self.train_wildcards(name) for name in self.train_jobs]}
         for m in self.measures:
             out[m] = [{"experiment": e, "block": layout.seeds_label(b)}
                       for e in self.measure_experiments(m) for b in self.planned_blocks(e)]

@@ -8,7 +8,8 @@ torch or matplotlib (the measure, analysis and figure registries are torch-free 
 Jobs (see the README's job table):
 
 - ``prepare_data``: one per dataset an experiment uses;
-- ``train``: one per run (experiment x normalizer x seed);
+- ``train_<experiment>_<norm>_s<seeds>``: one per block of an arm's seeds (at most
+  ``training_block``; one round's seeds: :mod:`bnstudy.planning.training`);
 - each measure: one job per block of an experiment's seeds, over every normalizer of those
   seeds (the work per run is seconds, the start-up of a torch process is too); it writes one
   file per table under ``runs/<experiment>/seeds<block>/``. An experiment is one block of its
@@ -46,6 +47,7 @@ from bnstudy.networks import norms
 from bnstudy.planning.codeversion import code_version
 from bnstudy.planning.figures import Figures
 from bnstudy.planning.job_resources import Resources
+from bnstudy.planning.training import Training
 from bnstudy.replication.schedule import Rounds
 from bnstudy.tables import layout
 
@@ -71,7 +73,7 @@ def _json(value) -> str:
 
 
 @dataclass
-class Plan(Rounds, Figures, Resources):
+class Plan(Rounds, Figures, Resources, Training):
     """The jobs of one study: ``config`` is the flat config :func:`bnstudy.config.study.check`
     returned, ``results`` its results directory (normalised: one spelling per path)."""
 
@@ -290,7 +292,7 @@ class Plan(Rounds, Figures, Resources):
         counts: dict[str, int] = {"prepare_data": len({x["dataset"]
                                                         for x in self.experiments.values()})}
         grid = self.grid(self.experiments)
-        counts["train"] = len(layout.grid_files(self.results, grid, "x"))
+        counts["train"] = self.train_job_count(grid)
         for m in self.measures:
             counts[m] = sum(len(grid[e]["blocks"]) for e in self.measure_experiments(m))
         rounds = len(self.round_files())

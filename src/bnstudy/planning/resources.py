@@ -94,9 +94,12 @@ def _eval_bytes(size, n: int) -> float:
     return 3 * 4.0 * size.largest * min(n, EVAL_CHUNK)
 
 
-def train_work(size, n_train: int, n_test: int, training: dict, refresh=None) -> Work:
+def train_work(size, n_train: int, n_test: int, training: dict, refresh=None,
+               seeds: int = 1) -> Work:
     """One training run: its steps (forward+backward of a batch), an evaluation of both splits
-    every ``eval_every`` steps, population refreshes, its checkpoints held in memory."""
+    every ``eval_every`` steps, population refreshes, its checkpoints held in memory; with
+    ``seeds``, a block of that many runs trained together (the work of each, their activations
+    and states held at once, the data once)."""
     steps, batch = training["steps"], batch_size(training, n_train)
     evals = steps // training["eval_every"] + 1
     passes = steps * batch * FORWARD_BACKWARD + evals * (n_train + n_test)
@@ -107,9 +110,9 @@ def train_work(size, n_train: int, n_test: int, training: dict, refresh=None) ->
         calls += steps // every + 1
     flops, nbytes = _per_sample(size)
     state = 4.0 * size.params * (3 + 2 * len(checkpoint_steps(training)))
-    return Work(passes, flops, nbytes, calls, 0.0,
-                max(2 * 4.0 * size.activations * batch, _eval_bytes(size, n_train)),
-                _data_bytes(size, n_train, n_test) + state)
+    return Work(passes * seeds, flops, nbytes, calls * seeds, 0.0,
+                seeds * max(2 * 4.0 * size.activations * batch, _eval_bytes(size, n_train)),
+                _data_bytes(size, n_train, n_test) + state * seeds)
 
 
 def measure_work(name: str, opts, size, n_train: int, n_test: int, training: dict) -> Work:

@@ -1,5 +1,14 @@
 """Training: SGD over a seeded batch sampler, checkpoints that allow exact replay, history.
 
+Blocks of seeds: :func:`train_block` trains several seeds of one (experiment, normalizer)
+together, each seed built, initialized, hooked and fed exactly as a lone run (its own model, its
+own batch sampler), and stepped by one batched kernel (:mod:`bnstudy.train.stacked`): a seed's
+numbers do not depend on which seeds share its block, on its slot or on the block size, and
+:func:`train` is a block of one. Each seed keeps its own checkpoints, history, optimizer state,
+resume file and divergence watch; a seed that diverges leaves the block at its check and the
+others go on. A normalizer or model that cannot be stacked (:func:`bnstudy.train.stacked.batchable`)
+trains its seeds one after another, unbatched: that is its only path.
+
 Checkpoint semantics (what later measures rely on): the checkpoint at step ``t`` holds
 
 - ``model``: the weights W^t *before* update ``t`` (step 0 is the initialization), with BN buffers;
@@ -46,96 +55,42 @@ else would remove them). :func:`train` leaves them; the train verb removes them 
 
 from __future__ import annotations
 
-import inspect
-import re
+import hashlib
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
 from bnstudy.data import Dataset
 from bnstudy.io import stable_hash
-from bnstudy.networks import init, models, normalizers
-from bnstudy.train import (
-    augment,
-    determinism,
-    evaluation,
-    precision,
-    progress,
-    resume,
-    schedules,
-)
+from bnstudy.networks import init, normalizers
+from bnstudy.train import augment, precision, progress, resume, schedules, stacked
 from bnstudy.train.config import TrainConfig  # noqa: F401 (re-exported)
 from bnstudy.train.evaluation import evaluate, loss_fn  # noqa: F401 (re-exported)
+from bnstudy.train.parts import (  # noqa: F401 (re-exported)
+    BatchSampler,
+    build,
+    check,
+    history_frame,
+    resolve_device,
+    snapshot,
+    to_device,
+)
 from bnstudy.train.resume import RESUME_KIND, to_cpu  # noqa: F401 (re-exported)
 from bnstudy.train.spec import RunSpec
 from bnstudy.train.watch import Watch
-
-
-def resolve_device(name: str = "auto") -> torch.device:
-    """The torch device ``name`` names; a ValueError when it is unknown or absent here."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name not in ("cpu", "cuda") and not re.fullmatch(r"cuda:[0-9]+", name):
-        raise ValueError(f"unknown device {name!r}; valid choices: auto, cpu, cuda, cuda:N")
-    if name != "cpu":
-        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        index = int(name.split(":")[1]) if ":" in name else 0
-        if index >= n:
-            raise ValueError(f"device {name!r}: this machine has {n} CUDA device(s); use "
-                             "device: auto (CUDA when present, else CPU) or cpu")
-    dev = torch.device(name)
-    determinism.configure(dev)
-    return dev
-
-
-class BatchSampler:
-    """Epoch-wise random permutations drawn from a seeded generator (or the full batch).
-
-    The permutation is drawn on the CPU (the same numbers on every device) and copied to
-    ``device`` once per epoch; ``next`` slices it there, without a host-device sync."""
-
-    def __init__(self, n: int, batch_size: int | None, seed: int, device="cpu"):
-        self.n, self.batch_size = n, batch_size
-        self.gen = torch.Generator().manual_seed(seed)
-        self.perm, self.pos = torch.empty(0, dtype=torch.long), 0
-        self.device, self.on_device = torch.device(device), None
-
-    def next(self) -> torch.Tensor:
-        if self.batch_size is None or self.batch_size >= self.n:
-            if self.on_device is None:
-                self.on_device = torch.arange(self.n, device=self.device)
-            return self.on_device
-        if self.pos + self.batch_size > self.perm.numel():
-            self.perm, self.pos = torch.randperm(self.n, generator=self.gen), 0
-            self.on_device = None
-        if self.on_device is None:
-            self.on_device = to_device(self.perm, self.device)
-        idx = self.on_device[self.pos: self.pos + self.batch_size]
-        self.pos += self.batch_size
-        return idx
-
-    def state(self) -> dict:
-        return {"gen": self.gen.get_state(), "perm": self.perm, "pos": self.pos}
-
-    def load_state(self, s: dict) -> None:
-        self.gen.set_state(s["gen"])
-        self.perm, self.pos, self.on_device = s["perm"], int(s["pos"]), None
-
-
-def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A CPU tensor on ``device``: from pinned memory, asynchronously, on CUDA (no sync)."""
-    if device.type == "cuda":
-        return t.pin_memory().to(device, non_blocking=True)
-    return t.to(device)
 
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.SGD:
     """The run's ``torch.optim.SGD``: its fused kernel on CUDA (one launch per step), else its
     single-tensor path (the CPU default). Its first step imports ``torch._dynamo`` (about 1.3 s
     of CPU), which the fork server imports once for every local job
-    (``benchmarks/bench_sgd.py``)."""
+    (``benchmarks/bench_sgd.py``). A block's stacked parameters get one optimizer."""
+    import inspect
+
     params = list(model.parameters())
     fused = bool(params) and all(p.device.type == "cuda" for p in params)
     if fused and "fused" in inspect.signature(torch.optim.SGD).parameters:
@@ -145,139 +100,229 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.SGD:
                            weight_decay=cfg.weight_decay)
 
 
-def build(spec: RunSpec | dict, ds: Dataset, device: torch.device | str = "cpu") -> nn.Module:
-    """The model a run spec describes, freshly initialized from the run's seed."""
-    spec = RunSpec.parse(spec)
-    torch.manual_seed(spec.seed)
-    net = models.build_model(spec.model_config, spec.norm, ds.input_shape, ds.out_dim)
-    return net.to(device)
+@dataclass
+class Seed:
+    """One seed of a block: its spec, model, data order, and what it has recorded so far."""
 
-
-def _norm_hooks(spec: RunSpec, xtr, ytr, task: str):
-    """The run's configured normalizer and the context its training hooks receive."""
-    nz = spec.model_config.normalizer(spec.norm)
-    ctx = normalizers.HookContext(x=xtr, y=ytr, task=task, seed=spec.seed,
-                                  batch_size=spec.training.batch_size or len(xtr))
-    return nz, ctx
-
-
-def _snapshot(model, opt, batch, step) -> dict:
-    return {
-        "step": step,
-        "model": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
-        "optimizer": to_cpu(opt.state_dict()),
-        "batch": batch.cpu().clone(),
-    }
+    spec: RunSpec
+    model: nn.Module
+    sampler: BatchSampler
+    ctx: normalizers.HookContext
+    key: str
+    resume_path: Path | None
+    optimizer_state: dict
+    state: dict
+    plan: augment.Plan | None = None
+    watch: Watch = field(default_factory=Watch)
+    batch: torch.Tensor | None = None
+    bad: dict | None = None
+    t0: float = 0.0
 
 
 def train(spec: RunSpec | dict, ds: Dataset, device: str = "auto", resume_path=None) -> dict:
-    """Train the run ``spec`` (a :class:`RunSpec`, or its JSON form, parsed here) on ``ds``.
+    """Train the run ``spec`` (a :class:`RunSpec`, or its JSON form, parsed here) on ``ds``: a
+    block of one seed (:func:`train_block`).
 
     Returns ``{"spec", "checkpoints", "history", "diverged", "device"}``; ``history`` is a list of
     row dicts (step, split, loss, accuracy, lr, wall_time).
     """
-    spec = RunSpec.parse(spec)
-    cfg = spec.training
+    return train_block([spec], ds, device, [resume_path])[0]
+
+
+def train_block(specs: list, ds: Dataset, device: str = "auto", resume_paths=None) -> list[dict]:
+    """Train the runs ``specs`` (seeds of one arm: the same spec but for the seed) together;
+    one result per spec (:func:`train`'s), in their order. ``resume_paths``: one per spec (or
+    None: no resume files)."""
+    specs = [RunSpec.parse(s) for s in specs]
+    paths = list(resume_paths) if resume_paths is not None else [None] * len(specs)
+    if not specs or len(paths) != len(specs):
+        raise ValueError(f"a block needs one resume path per spec: {len(specs)} specs, "
+                         f"{len(paths)} paths")
+    arm = specs[0].replace(seed=0).to_dict()
+    for s in specs[1:]:
+        if s.replace(seed=0).to_dict() != arm:
+            raise ValueError(f"a block trains seeds of one arm: seed {s.seed} of "
+                             f"{s.experiment}/{s.norm} differs from seed {specs[0].seed} of "
+                             f"{specs[0].experiment}/{specs[0].norm} in more than its seed")
     dev = resolve_device(device)
-    seed = spec.seed
+    data = {k: torch.as_tensor(getattr(ds, k), device=dev)
+            for k in ("x_train", "y_train", "x_test", "y_test")}
+    seeds = [_setup(s, ds, data, dev, p) for s, p in zip(specs, paths, strict=True)]
+    batched, _ = stacked.batchable(specs[0])
+    groups: dict[int, list[Seed]] = {}  # seeds resumed at different steps run apart
+    for s in seeds:
+        groups.setdefault(s.state["step"], []).append(s)
+    for group in groups.values():
+        for part in [group] if batched else [[s] for s in group]:
+            _run(part, batched, ds, data, dev)
+    return [{"spec": s.spec, "checkpoints": s.state["checkpoints"],
+             "history": s.state["history"], "diverged": s.bad is not None, "device": str(dev)}
+            for s in seeds]
+
+
+def _setup(spec: RunSpec, ds: Dataset, data: dict, dev, resume_path) -> Seed:
+    """A seed as a lone run starts it: model, hooks' init, sampler, and its resumed state."""
+    cfg = spec.training
     model = build(spec, ds, dev)
     init.init_in_data_span(model, spec.model_config, ds.x_train)  # unit: init_span
-    opt = make_optimizer(model, cfg)
-    lf = loss_fn(ds.task)
-    xtr, ytr = torch.as_tensor(ds.x_train, device=dev), torch.as_tensor(ds.y_train, device=dev)
-    xte, yte = torch.as_tensor(ds.x_test, device=dev), torch.as_tensor(ds.y_test, device=dev)
-    nz, ctx = _norm_hooks(spec, xtr, ytr, ds.task)
+    xtr, ytr = data["x_train"], data["y_train"]
+    nz = spec.model_config.normalizer(spec.norm)
+    ctx = normalizers.HookContext(x=xtr, y=ytr, task=ds.task, seed=spec.seed,
+                                  batch_size=cfg.batch_size or len(xtr))
     if nz.on_init is not None:  # e.g. bn_init; a resumed run then loads its saved state over it
         nz.on_init(model, ctx, nz.options)
-    sampler = BatchSampler(len(xtr), cfg.batch_size, seed, dev)
-    lr_at = schedules.from_config(cfg, len(xtr))
+    sampler = BatchSampler(len(xtr), cfg.batch_size, spec.seed, dev)
     plan = None
     if cfg.augment:
         augment.check_images(ds.input_shape)
         n = cfg.batch_for(len(xtr))  # one epoch's draws at a time
-        plan = augment.Plan(n, cfg.augment_padding, seed, len(xtr) // n, dev)
-    ckpt_steps = set(cfg.checkpoint_steps())
+        plan = augment.Plan(n, cfg.augment_padding, spec.seed, len(xtr) // n, dev)
     key = _resume_key(spec, ds)
+    opt = make_optimizer(model, cfg)  # holds a resumed state until the block's kernel takes it
     state = {"step": 0, "checkpoints": [], "history": [], "elapsed": 0.0}
     if resume_path is not None:
         state = resume.load(resume_path, key, model, opt, sampler) or state
-    t0 = time.perf_counter() - state["elapsed"]
-    pending, watch, bad = state.get("replay_batch"), Watch(), None
-    splits = (("train", (xtr, ytr)), ("test", (xte, yte)))
-    model.train()
-    for step in range(state["step"], cfg.steps + 1):
-        try:
-            batch = sampler.next() if pending is None else to_device(pending, dev)
-            pending = None
-            normalizers.set_step(model, step)  # noisy BN: this step's noise in every pass
-            lr = lr_at(step)
-            for group in opt.param_groups:  # before the checkpoint: its optimizer replays update t
-                group["lr"] = lr
-            if nz.before_update is not None:  # e.g. population_norm's statistics, before eval/ckpt
-                nz.before_update(model, ctx, step, nz.options)
-            evaluating = step % cfg.eval_every == 0 or step == cfg.steps
-            if evaluating or step in ckpt_steps:  # the one host read since the last one
-                bad, rows = _check(model, watch, splits if evaluating else (), ds.task, cfg,
-                                   step, lr, t0)
-                if bad is not None:
-                    break
-                state["history"] += rows
-                if evaluating:
-                    progress.report(spec, step, cfg.steps, state["history"], ds.task)
-            if step in ckpt_steps:
-                state["checkpoints"].append(_snapshot(model, opt, batch, step))
-                if resume_path is not None and step < cfg.steps:
-                    resume.save(resume_path, key, step, model, opt, sampler, state, t0, batch)
-            if step == cfg.steps:
+    seed = Seed(spec, model, sampler, ctx, key, resume_path, opt.state_dict(), state, plan)
+    pending = state.pop("replay_batch", None)  # update ``step``'s batch, drawn before the save
+    seed.batch = None if pending is None else to_device(pending, dev)
+    return seed
+
+
+def _run(seeds: list[Seed], batched: bool, ds: Dataset, data: dict, dev) -> None:
+    """Train ``seeds`` (all at the same step) to the end or to their divergence."""
+    spec, cfg = seeds[0].spec, seeds[0].spec.training
+    nz = spec.model_config.normalizer(spec.norm)
+    kern = stacked.kernel([s.model for s in seeds], batched, make_optimizer, cfg,
+                          loss_fn(ds.task))
+    kern.load_optimizer_states([s.optimizer_state for s in seeds])
+    xtr, ytr = data["x_train"], data["y_train"]
+    splits = (("train", (xtr, ytr)), ("test", (data["x_test"], data["y_test"])))
+    lr_at, ckpt_steps = schedules.from_config(cfg, len(xtr)), set(cfg.checkpoint_steps())
+    active = list(seeds)
+    for s in active:
+        s.t0 = time.perf_counter() - s.state["elapsed"]
+        s.model.train()
+    for step in range(seeds[0].state["step"], cfg.steps + 1):
+        lr = lr_at(step)
+        for group in kern.optimizer.param_groups:  # before the checkpoint: it replays update t
+            group["lr"] = lr
+        evaluating = step % cfg.eval_every == 0 or step == cfg.steps
+        if evaluating or step in ckpt_steps:  # the watched losses go to the seeds' checks
+            _flush(kern, active)
+        for s in active:
+            try:
+                _prepare(s, nz, batched, step, evaluating or step in ckpt_steps, splits, ds,
+                         cfg, lr)
+            except Exception:  # an error after an unchecked divergence is the divergence
+                s.bad = _diverged_at(s, step, lr)
+                if s.bad is None:
+                    raise
+        active = _without_diverged(kern, active)
+        if not active:
+            return
+        if step in ckpt_steps:
+            for k, s in enumerate(active):
+                opt_state = kern.optimizer_state(k)
+                s.state["checkpoints"].append(snapshot(s.model, opt_state, s.batch, step))
+                if s.resume_path is not None and step < cfg.steps:
+                    resume.save(s.resume_path, s.key, step, s.model, opt_state, s.sampler,
+                                s.state, s.t0, s.batch)
+        if step == cfg.steps:
+            return
+        while True:  # an update that raises after an unchecked divergence is the divergence
+            try:
+                _update(kern, active, step, lr, xtr, ytr, ds, cfg, dev)
                 break
-            opt.zero_grad(set_to_none=True)
-            xb = xtr[batch] if plan is None else augment.batch_inputs(
-                xtr[batch], seed, step, cfg.augment_padding, ds.input_shape, plan.at(step))
-            with precision.autocast(dev, cfg.precision):
-                loss = lf(model(xb), ytr[batch])
-            watch.add(step, loss, lr, time.perf_counter() - t0)
-            loss.backward()
-            opt.step()
-        except Exception:  # NaN weights after an unchecked divergence may raise: check first
-            bad = watch.check()
-            if bad is None:
-                raise
-            break
-    if bad is not None:  # the run stops at the failing step; nothing after it was recorded
-        state["history"].append(bad)
-    return {"spec": spec, "checkpoints": state["checkpoints"], "history": state["history"],
-            "diverged": bad is not None, "device": str(dev)}
+            except Exception:
+                _flush(kern, active)
+                for s in active:
+                    s.bad = _diverged_at(s, step, lr)
+                if all(s.bad is None for s in active):
+                    raise
+                active = _without_diverged(kern, active)
+                if not active:
+                    return
 
 
-def _check(model, watch: Watch, splits, task: str, cfg: TrainConfig, step: int, lr: float,
-           t0: float):
-    """``(the first non-finite loss's row or None, the evaluation rows of ``splits``)`` from one
-    host read of the watched losses and the evaluation sums of step ``step`` (none when there
-    is nothing to read)."""
-    if not splits and not watch.rows:
-        return None, []
-    dev = next(model.parameters(), torch.empty(0)).device
-    sums = [evaluation.evaluation_sums(model, x, y, task, autocast=cfg.precision)
-            for _, (x, y) in splits]
-    values = torch.cat([watch.pending(dev), *sums]).tolist()
-    k = len(watch.rows)
-    bad, rows, wall = watch.first_bad(values[:k]), [], time.perf_counter() - t0
-    for (split, (x, y)), part in zip(splits, sums, strict=True):
-        loss, acc = evaluation.evaluation_result(values[k: k + len(part)], x, y, task)
-        k += len(part)
-        rows.append({"step": step, "split": split, "loss": loss, "accuracy": acc, "lr": lr,
-                     "wall_time": wall})
-    return bad, rows
+def _diverged_at(s: Seed, step: int, lr: float) -> dict | None:
+    """After an error at ``step``: seed ``s``'s divergence row (its first non-finite watched
+    loss, or, when its weights are no longer finite, a NaN loss at ``step``: the loss a step on
+    them gives), else None (the error is not a divergence)."""
+    bad = s.watch.check()
+    if bad is None and not all(bool(torch.isfinite(p).all()) for p in s.model.parameters()):
+        bad = {"step": step, "split": "batch", "loss": float("nan"), "accuracy": float("nan"),
+               "lr": lr, "wall_time": time.perf_counter() - s.t0}
+    return bad
+
+
+def _prepare(s: Seed, nz, batched: bool, step: int, checking: bool, splits, ds, cfg,
+             lr: float) -> None:
+    """Seed ``s``'s part of step ``step`` before the update: its batch, noise step and hook,
+    then (at evaluation and checkpoint steps) its one host read: evaluation and watched losses."""
+    if s.batch is None:
+        s.batch = s.sampler.next()
+    if not batched:  # noisy BN: this step's noise in every pass (batched: none is stochastic)
+        normalizers.set_step(s.model, step)
+    if nz.before_update is not None:  # e.g. population_norm's statistics, before eval/ckpt
+        nz.before_update(s.model, s.ctx, step, nz.options)
+    if checking:
+        evaluating = step % cfg.eval_every == 0 or step == cfg.steps
+        s.bad, rows = check(s.model, s.watch, splits if evaluating else (), ds.task, cfg, step,
+                            lr, s.t0)
+        if s.bad is None:
+            s.state["history"] += rows
+            if evaluating:
+                progress.report(s.spec, step, cfg.steps, s.state["history"], ds.task)
+
+
+def _without_diverged(kern, active: list[Seed]) -> list[Seed]:
+    """The seeds of ``active`` that go on; a diverged one stops at its failing step (its row is
+    the last of its history) and leaves the kernel."""
+    keep = [k for k, s in enumerate(active) if s.bad is None]
+    if len(keep) == len(active):
+        return active
+    for s in active:
+        if s.bad is not None:
+            s.state["history"].append(s.bad)
+    if keep and len(keep) < len(active):
+        kern.keep(keep)
+    return [active[k] for k in keep]
+
+
+def _update(kern, active: list[Seed], step: int, lr: float, xtr, ytr, ds, cfg, dev) -> None:
+    """Update ``step`` of every active seed, on its own batch, in one kernel step."""
+    kern.optimizer.zero_grad(set_to_none=True)
+    idx = torch.stack([s.batch for s in active])  # [K, B]: one gather for the block
+    xs = xtr[idx]
+    if active[0].plan is not None:
+        xs = torch.stack([augment.batch_inputs(x, s.spec.seed, step, cfg.augment_padding,
+                                               ds.input_shape, s.plan.at(step))
+                          for x, s in zip(xs, active, strict=True)])
+    with precision.autocast(dev, cfg.precision):
+        losses = kern.losses(xs, ytr[idx])
+    wall = time.perf_counter()
+    kern.watched.append(losses.detach())  # read at the next check (_flush)
+    for s in active:
+        s.watch.rows.append((step, lr, wall - s.t0))
+    losses.sum().backward()
+    kern.optimizer.step()
+    for s in active:
+        s.batch = None
+
+
+def _flush(kern, active: list[Seed]) -> None:
+    """Hand the block's watched losses since the last check to each seed's watch."""
+    if kern.watched:
+        m = torch.stack(kern.watched)  # [steps, K (+ the ghost)]
+        for k, s in enumerate(active):
+            s.watch.losses.append(m[:, k])
+        kern.watched = []
 
 
 def _resume_key(spec: RunSpec, ds: Dataset) -> str:
     """What a saved trainer state must match to be resumed: the run spec, the data arrays (a
     dataset whose options changed keeps its name in the spec) and this package's source (a code
     change reruns the job, which must not continue a state the old code produced)."""
-    import hashlib
-
-    import numpy as np
-
     h = hashlib.sha256(stable_hash(spec.to_dict()).encode())
     for a in (ds.x_train, ds.y_train, ds.x_test, ds.y_test):
         a = np.ascontiguousarray(a)
@@ -288,11 +333,3 @@ def _resume_key(spec: RunSpec, ds: Dataset) -> str:
         h.update(f.relative_to(root).as_posix().encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
-
-
-def history_frame(result: dict):
-    import pandas as pd
-
-    df = pd.DataFrame(result["history"])
-    df["diverged"] = bool(result["diverged"])
-    return df

@@ -6,7 +6,7 @@ stopped (:func:`bnstudy.train.loop.train`'s ``resume_path``). On disk, beside ea
   run's key and ``checkpoint_steps``, the steps whose checkpoint files are on disk. Rewritten at
   every checkpoint, its size does not grow with their number: it holds no earlier checkpoint;
 - ``resume.ckpt<step>.pt`` (:func:`checkpoint_path`, kind :data:`CHECKPOINT_KIND`): one
-  checkpoint snapshot (the dict the loop keeps, :func:`bnstudy.train.loop._snapshot`) and the key,
+  checkpoint snapshot (the dict the loop keeps, :func:`bnstudy.train.parts.snapshot`) and the key,
   written once. Rewriting every earlier checkpoint at every checkpoint cost a VGG11 run with
   nine checkpoints a 500 MB file and 22 s of CPU; a file already valid for the run's key (the
   replayed step after a restart) is not written again.
@@ -84,7 +84,7 @@ def _place(file) -> dict:
     return {} if where is None else {binding.KEY: where}
 
 
-def save(path, key, step, model, opt, sampler, state, t0, batch) -> None:
+def save(path, key, step, model, optimizer_state, sampler, state, t0, batch) -> None:
     """Write the checkpoint files not yet on disk (``state["on_disk"]``, the steps known to
     have one), then the resume file of ``step`` listing them."""
     on_disk = state.setdefault("on_disk", set())
@@ -93,7 +93,7 @@ def save(path, key, step, model, opt, sampler, state, t0, batch) -> None:
             _write_once(path, key, ck)
             on_disk.add(ck["step"])
     blob = {"key": key, "step": step, "model": to_cpu(model.state_dict()),
-            "optimizer": to_cpu(opt.state_dict()),
+            "optimizer": to_cpu(optimizer_state),
             "checkpoint_steps": [c["step"] for c in state["checkpoints"]],
             "history": state["history"], "elapsed": time.perf_counter() - t0,
             "sampler": sampler.state(), "torch_rng": torch.get_rng_state(),

@@ -80,7 +80,7 @@ from torch.func import functional_call
 from bnstudy.measures.ics.options import Options
 from bnstudy.networks import models
 from bnstudy.networks.probe import watch
-from bnstudy.train import augment, checkpoints
+from bnstudy.train import augment, checkpoints, stacked
 from bnstudy.train.loop import loss_fn
 
 BN_STATISTICS = "batch"
@@ -160,8 +160,10 @@ class CheckpointICS:
 
 def measure_checkpoint(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor,
                        y: torch.Tensor, task: str, probe: torch.Tensor,
-                       layers="all") -> CheckpointICS:
-    """Gradient and per-update distributional ICS at one checkpoint (pure: works on a copy)."""
+                       layers="all", batched: bool = False) -> CheckpointICS:
+    """Gradient and per-update distributional ICS at one checkpoint (pure: works on a copy).
+    ``batched``: the run trained through the stacked kernel (:func:`stacked.batchable`), so the
+    update is replayed through it (:func:`stacked.seed_gradients`): bitwise the training's."""
     net = copy.deepcopy(model).train()
     groups = layer_groups(net)
     measured = resolve_layers(layers, len(groups))
@@ -170,8 +172,11 @@ def measure_checkpoint(model: nn.Module, optimizer: torch.optim.Optimizer, x: to
     opt = _optimizer_copy(optimizer, model, net)
     lf = loss_fn(task)
     opt.zero_grad(set_to_none=True)
-    loss = lf(net(x), y)
-    loss.backward()
+    if batched:
+        loss = stacked.seed_gradients(net, x, y, lf)
+    else:
+        loss = lf(net(x), y)
+        loss.backward()
     grad = {n: p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
             for n, p in params.items()}
     opt.step()  # the actual update: W^{t+1}
@@ -221,7 +226,7 @@ def run_ics(run: dict, ds, options: Options, device: torch.device) -> list[dict]
         r = checkpoints.restore(run, idx, ds, device)
         x = augment.update_inputs(xtr[r.batch], r.spec, r.step, ds.input_shape)
         res = measure_checkpoint(r.model, r.optimizer, x, ytr[r.batch], ds.task, probe,
-                                 opts.layers)
+                                 opts.layers, stacked.batchable(r.spec)[0])
         consecutive = idx + 1 < len(cks) and int(cks[idx + 1]["step"]) == r.step + 1
         replay = _replay_error(res.new_params, cks[idx + 1]["model"]) if consecutive else math.nan
         for row in res.rows:

@@ -36,12 +36,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import nn
+from torch.func import functional_call, vmap
 
 from bnstudy.measures.jitter.options import SAMPLING  # noqa: F401 (re-exported)
 from bnstudy.networks.layer_stats import layer_by_layer
 from bnstudy.networks.normalizers import batchnorm_modules
 from bnstudy.networks.norms.layers import GhostBatchNorm, ghost_sizes, set_mean_var
-from bnstudy.networks.probe import watch
+from bnstudy.networks.norms.noisy import StepNoise
+from bnstudy.networks.probe import training_mode, watch
 
 
 def prop2(m2, m4, n: int) -> tuple:
@@ -128,7 +130,16 @@ def population_moments(model: nn.Module, x: torch.Tensor, chunk_rows: int = 6553
 def batch_statistics(model: nn.Module, x: torch.Tensor,
                      batches: list[torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Per BN layer, ``(K, C)`` float64 means and biased variances of its input under a
-    train-mode forward of each batch (on a private copy)."""
+    train-mode forward of each batch (on a private copy).
+
+    Batches of one size go through as one grouped pass (:func:`_grouped`): ``torch.func.vmap``
+    over the batches, every layer normalizing each batch by that batch's own statistics, as a
+    forward of the batch alone does (the same numbers to float rounding: the batched BN kernel
+    rounds differently). Layers that draw noise per pass (noisy BN) go one batch at a time."""
+    if batches and len({len(b) for b in batches}) == 1 and not any(
+            isinstance(m, StepNoise) for m in model.modules()):
+        with training_mode(model, True):  # buffers passed in: the model is not changed
+            return _grouped(model, batchnorm_modules(model), x, torch.stack(list(batches)))
     net = copy.deepcopy(model).train()
     bns = batchnorm_modules(net)
     current: list = [None] * len(bns)
@@ -145,6 +156,40 @@ def batch_statistics(model: nn.Module, x: torch.Tensor,
             for j, (mean, var) in enumerate(current):
                 out[j][0][k], out[j][1][k] = mean.cpu(), var.cpu()
     return out
+
+
+@torch.no_grad()
+def _grouped(net: nn.Module, bns: list, x: torch.Tensor, idx: torch.Tensor,
+             max_rows: int = 1 << 16) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """:func:`batch_statistics` of the batches ``idx`` (``[K, b]``) in grouped passes of at most
+    ``max_rows`` rows: the parameters shared, the buffers (BN's running statistics, which a
+    train-mode pass updates) one copy per batch, each BN layer's input moments per batch."""
+    names = [n for n, _ in net.named_buffers()]
+    per_group = max(2, max_rows // max(1, idx.shape[1]))  # >= 2: a group of 1 rounds as 2 do
+
+    def one(buffers, xb):
+        found: list = [None] * len(bns)
+
+        def moments(j: int, z: torch.Tensor) -> None:  # two passes: var_mean is slow under vmap
+            mean = z.mean(_dims(z), keepdim=True)
+            var = (z - mean).square().mean(_dims(z))
+            found[j] = (mean.reshape(var.shape).double(), var.double())
+
+        with watch(bns, moments, inputs=True):
+            functional_call(net, dict(zip(names, buffers, strict=True)), (xb,), strict=False)
+        return tuple(t for pair in found for t in pair)
+
+    grouped = vmap(one, in_dims=(0, 0), randomness="error")
+    parts = []
+    for lo in range(0, len(idx), per_group):
+        chunk = idx[lo: lo + per_group]
+        k = len(chunk)
+        if k == 1:
+            chunk = torch.cat([chunk, chunk])
+        bufs = tuple(b.expand(len(chunk), *b.shape).clone() for b in net.buffers())
+        parts.append([t[:k].cpu() for t in grouped(bufs, x[chunk])])
+    flat = [torch.cat([p[i] for p in parts]) for i in range(2 * len(bns))]
+    return [(flat[2 * j], flat[2 * j + 1]) for j in range(len(bns))]
 
 
 def effective_batch_size(model: nn.Module, batch_size: int) -> int:

@@ -171,6 +171,7 @@ NORMALIZERS = ("batchnorm_jitter",)
 
 register(Normalizer(
     "batchnorm_jitter", lambda c, kind, **o: JitterBatchNorm(c, **o), **BN, stochastic=True,
+    batched=False,
     options={"extra_variance": 0.15},
     check=lambda o: require(o, "extra_variance",
                             lambda v: number_at_least(0)(v) and math.isfinite(v),

@@ -127,6 +127,7 @@ def _check(o: dict) -> None:
 
 register(Normalizer(
     "noisy_batchnorm", lambda c, kind, **o: NoisyBatchNorm(c, **o), **BN, stochastic=True,
+    batched=False,
     options={"n_mu": 0.5, "n_sigma": 1.25, "r_mu": 0.1, "r_sigma": 0.1, "eval_noise": "mean"},
     check=_check,
     option_docs={

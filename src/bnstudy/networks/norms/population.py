@@ -220,7 +220,7 @@ register(Normalizer(
     linear_bias=False,
     options={"n_samples": 1024, "refresh_every": 1, "zeta": "eq3", "zeta_batch_size": None,
              "zeta_probes": 4, "eps": 1e-5},
-    check=_check_population, before_update=_population_refresh,
+    check=_check_population, before_update=_population_refresh, batched=False,
     option_docs={
         "n_samples": "training inputs in the population the statistics are estimated on",
         "refresh_every": "training steps between re-estimates of the population statistics",
@@ -235,6 +235,7 @@ register(Normalizer(
         c, zeta=zeta, input_var=input_var), linear_bias=False,
     options={"zeta": "luo", "zeta_batch_size": None, "input_var": 1.0},
     check=_check_wn_gamma_decay, on_init=luo_zeta,
+    batched=False,  # gamma decay's backward (an autograd.Function) is skipped under vmap
     option_docs={
         "zeta": "'luo' (1/(2M) for linear, 1/(4M) for ReLU units) or a number >= 0",
         "zeta_batch_size": "the M of 'luo' (null: the training batch size)",

@@ -40,6 +40,10 @@ class Normalizer:
     description: str = ""
     uses_batch_statistics: bool = False  # training mode normalizes with batch statistics
     stochastic: bool = False  # training mode draws noise (of the step set by set_step)
+    # its layers run under torch.func.vmap with the same numbers at every block size, so a
+    # block's seeds train stacked (:mod:`bnstudy.train.stacked`); False (required with
+    # stochastic or before_update): its seeds train one after another, unbatched
+    batched: bool = True
     options: dict = field(default_factory=dict)  # defaults; with_options gives configured ones
     check: Callable[[dict], None] | None = None  # validates option values
     # option -> its one-line meaning: `python -m bnstudy list normalizers` prints it with the
@@ -137,6 +141,10 @@ def conventions(norm: Normalizer) -> None:
             raise ValueError(f"normalizer {norm.name!r} breaks the weight rule: its {kind} "
                              f"layer's weight has shape {tuple(weight.shape)}, not (C,) = (4,); "
                              "a normalizer's weight is its per-unit scale (gamma)")
+    if norm.batched and (norm.stochastic or norm.before_update is not None):
+        raise ValueError(f"normalizer {norm.name!r} breaks the batching rule: a normalizer that "
+                         "draws noise per step or has a before_update hook is registered "
+                         "batched=False (its seeds train one after another)")
     if not built:
         raise ValueError(f"normalizer {norm.name!r} breaks the input-kinds rule: it builds for "
                          "neither 'fc' (N, C) nor 'conv' (N, C, H, W) inputs")
