@@ -6,6 +6,13 @@ GPU, at two seed counts) and prints every ledger row that is in one and not the 
 verdict, adjusted verdict or effect differs (effects within ``tol`` of each other, relative to
 the larger magnitude, count as equal; ``tol=0`` asks for identical numbers). The exit status is
 0 when nothing differs and 1 otherwise, like ``diff``.
+
+Each differing row also says **why** it moved (:func:`why`), from what else differs between its
+two sides: ``the quantity`` (what the row measures, its ``quantity`` text), ``the rule`` (its
+test direction, margin, role or interval level), ``the seeds`` (how many seeds it pooled) and,
+when none of these changed, ``the data`` (the same question asked of numbers that moved: a
+retrained run, a kernel that rounds differently). A row only in one ledger was added or removed
+by the claims' declarations (``the declaration``).
 """
 
 from __future__ import annotations
@@ -28,6 +35,10 @@ def _words(ledger: pd.DataFrame) -> pd.DataFrame:
 
 KEY = ("claim_id", "experiment", "dataset", "model", "norm", "baseline")
 VERDICTS = ("verdict", "adjusted_verdict")
+# what else can differ between a row's two sides, by the reason it gives (:func:`why`)
+REASONS = (("the quantity", ("quantity",)),
+           ("the rule", ("rule", "margin", "role", "interval_level")),
+           ("the seeds", ("n_seeds",)))
 
 
 def _keyed(ledger: pd.DataFrame) -> pd.DataFrame:
@@ -42,6 +53,29 @@ def _same_effect(a, b, tol: float) -> bool:
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)
     return abs(a - b) <= tol * max(abs(a), abs(b))
+
+
+def _differs(x, y) -> bool:
+    if x is None or y is None:
+        return (x is None) != (y is None)
+    if isinstance(x, float) or isinstance(y, float):
+        try:
+            return not _same_effect(x, y, 1e-9)
+        except (TypeError, ValueError):
+            pass
+    return str(x) != str(y)
+
+
+def why(ra, rb) -> str:
+    """Why a row's two sides differ: the reasons of :data:`REASONS` whose columns differ (a
+    column one side lacks counts as differing only when the other side has a value), else
+    ``the data``; ``the declaration`` for a row in one ledger only."""
+    if ra is None or rb is None:
+        return "the declaration"
+    found = [reason for reason, cols in REASONS
+             if any(_differs(ra.get(c), rb.get(c)) for c in cols
+                    if c in ra.index and c in rb.index)]
+    return ", ".join(found) or "the data"
 
 
 def compare(a: pd.DataFrame, b: pd.DataFrame, tol: float = 1e-9) -> pd.DataFrame:
@@ -66,11 +100,12 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, tol: float = 1e-9) -> pd.DataFrame
         if what:
             row = dict(zip(KEY, key, strict=True))
             row["what"] = ", ".join(what)
+            row["why"] = why(ra, rb)
             for side, r in (("a", ra), ("b", rb)):
                 for col in ("verdict", "effect", "ci_low", "ci_high", "n_seeds"):
                     row[f"{col}_{side}"] = None if r is None else r.get(col)
             rows.append(row)
-    return pd.DataFrame(rows, columns=[*KEY, "what", *(f"{c}_{s}" for s in "ab" for c in (
+    return pd.DataFrame(rows, columns=[*KEY, "what", "why", *(f"{c}_{s}" for s in "ab" for c in (
         "verdict", "effect", "ci_low", "ci_high", "n_seeds"))])
 
 
@@ -95,7 +130,7 @@ def text(diff: pd.DataFrame, a: str, b: str) -> str:
         return f"no differences between {a} and {b}"
     lines = [f"{len(diff)} ledger row(s) differ between A = {a} and B = {b}:"]
     for _, r in diff.iterrows():
-        lines.append(f"- {r['claim_id']} [{where(r)}] ({r['what']}): "
+        lines.append(f"- {r['claim_id']} [{where(r)}] ({r['what']}; why: {r['why']}): "
                      f"A {_fmt(r['verdict_a'])} {_fmt(r['effect_a'])} "
                      f"[{_fmt(r['ci_low_a'])}, {_fmt(r['ci_high_a'])}], "
                      f"B {_fmt(r['verdict_b'])} {_fmt(r['effect_b'])} "

@@ -1,0 +1,33 @@
+"""`compare` says why each changed ledger row moved: the quantity, the rule, the seeds, or (none
+of these) the data; a row in one ledger only comes from the declarations."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bnstudy.claims import compare
+
+
+def _ledger(**over) -> pd.DataFrame:
+    row = {"claim_id": "grad_pred", "experiment": "digits", "dataset": "digits",
+           "model": "mlp", "norm": "batchnorm", "baseline": "none", "quantity": "log abs",
+           "rule": "less", "margin": 2.3, "role": "test", "interval_level": 0.95,
+           "n_seeds": 6, "verdict": "undecided", "adjusted_verdict": "undecided",
+           "effect": -0.5, "ci_low": -1.0, "ci_high": 0.1}
+    row.update(over)
+    return pd.DataFrame([row])
+
+
+def test_each_reason_is_named_from_what_else_differs():
+    a = _ledger()
+    cases = {"the data": _ledger(verdict="supported", effect=-0.9),
+             "the seeds": _ledger(verdict="supported", n_seeds=12),
+             "the quantity": _ledger(verdict="supported", quantity="log rel"),
+             "the rule": _ledger(verdict="supported", margin=0.18),
+             "the quantity, the seeds": _ledger(effect=0.4, quantity="log rel", n_seeds=3)}
+    for reason, b in cases.items():
+        diff = compare.compare(a, b)
+        assert list(diff["why"]) == [reason], reason
+        assert f"why: {reason}" in compare.text(diff, "A", "B")
+    added = compare.compare(a, pd.concat([a, _ledger(claim_id="lipschitz")]))
+    assert list(added["why"]) == ["the declaration"]
