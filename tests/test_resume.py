@@ -270,7 +270,7 @@ def test_workflow_resumes_a_killed_train_job(tmp_path_factory):
             proc.wait(timeout=30)
     assert killed is not None, f"the train job ended before it could be killed:\n{out[-3000:]}"
     assert proc.returncode == 0, out[-6000:]
-    log = (project / "results" / "logs" / "train" / "star" / "batchnorm" / "seed0.log")
+    log = project / "results" / "logs" / "train" / "star" / "batchnorm" / "seeds0.log"  # block
     assert "resuming from" in log.read_text(), log.read_text()[-2000:]
     assert not (run / "resume.pt").exists()
     # the same study uninterrupted, into another results directory
