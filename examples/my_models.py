@@ -1,7 +1,7 @@
 """A model of your own, outside the package: an MLP whose hidden widths narrow layer by layer.
 
 A study config names it by its file and function, with its keyword arguments (EXTENDING.md,
-"Your own model, without forking"); examples/my_study.yaml trains it with every normalizer of
+"Your own model"); examples/my_study.yaml trains it with every normalizer of
 the study:
 
     models:

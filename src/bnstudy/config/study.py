@@ -247,14 +247,10 @@ def check_cached(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) 
     from bnstudy.config import setup_checks
 
     path = Path(schema)
-    from bnstudy.user_code import source_digest
+    from bnstudy.user_code import config_digests
 
-    # a user's normalizer or model is checked again when its file changes
-    own = [e.get("from") for sec in ("normalizers", "models") for e in
-           ((cfg.get(sec) if isinstance(cfg, dict) else None) or {}).values()
-           if isinstance(e, dict) and isinstance(e.get("from"), str)]
     payload = {"config": cfg, "local": local, "home": os.path.expanduser("~"),
-               "user_code": [source_digest(t) for t in own],
+               "user_code": config_digests(cfg),  # a user's file edited: checked again
                "schema": path.read_text() if path.is_file() else str(path)}
     filled = keyed_cache.remember("config-check", payload,
                                   lambda: check(cfg, local=local, schema=schema),
