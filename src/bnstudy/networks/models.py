@@ -28,10 +28,11 @@ Architectures:
   :mod:`bnstudy.networks.blocks` says what a layer of a residual block is).
 
 A user's model, instead of ``arch``: ``from: my_models.py:build`` (or ``module:function``, or
-an entry point of group ``bnstudy.models``) and ``options`` (its keyword arguments): the function
+an entry point of group "bnstudy.models") and ``options`` (its keyword arguments): the function
 ``build(norm, input_shape, out_dim, **options)`` gets the run's normalizer as the built-in
-architectures do and returns a :class:`Net` of :class:`Block` s (:mod:`bnstudy.networks.
-user_models`); ``init``, ``bias_init`` and ``bias_std`` then draw its maps as a built-in's.
+architectures do and returns a :class:`Net` of :class:`Block` s
+(:mod:`bnstudy.networks.user_models`); ``init``, ``bias_init`` and ``bias_std`` then draw its
+maps as a built-in's.
 
 ``dropout`` (default 0: none): the probability of a dropout layer after each hidden block
 (``mlp``, ``dln``, ``vgg``, ``cnn``) or each residual block (``resnet9``, ``resnet18``; Luo's
