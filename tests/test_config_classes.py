@@ -90,8 +90,9 @@ def test_an_option_the_architecture_does_not_read_is_refused(model, key, tmp_pat
 def test_every_model_option_is_read_by_some_architecture():
     from dataclasses import fields
 
-    declared = set(archs.COMMON_OPTIONS).union(*archs.ARCH_OPTIONS.values())
-    assert declared == {f.name for f in fields(models.ModelConfig)}
+    declared = set(archs.COMMON_OPTIONS).union(*archs.ARCH_OPTIONS.values(), archs.FROM_OPTIONS)
+    assert declared == {f.metadata.get("key", f.name) for f in fields(models.ModelConfig)}
+    assert set(archs.FROM_OPTIONS) - {"from", "options"} <= set(archs.COMMON_OPTIONS)
     assert set(archs.ARCH_OPTIONS) == set(archs.ARCHS)
 
 

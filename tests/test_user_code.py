@@ -130,19 +130,22 @@ def test_the_image_folder_kind(tmp_path):
 
 def test_a_users_normalizer_and_arrays_run_through_the_tiny_study(tmp_path_factory):
     """The user's RMSNorm (examples/my_norms.py, outside src/) beside BN on the tiny study's star,
-    read with BN's claims (claims_as), and an experiment on a user's .npz: trained, measured and
-    in the ledger."""
+    read with BN's claims (claims_as), and an experiment on a user's .npz in the user's own model
+    (examples/my_models.py, rebuilt by the jobs from the run spec): trained, measured and in the
+    ledger."""
     root = tmp_path_factory.mktemp("user_code")
     cfg = _config(normalizers={"rms": {"from": "my_norms.py:rms_norm",
                                        "claims_as": "batchnorm"}})
     cfg["experiments"]["star"]["norms"] = ["none", "batchnorm", "rms"]
     cfg["datasets"]["mine"] = {"kind": "arrays", "options": {"path": "mine.npz"}}
+    cfg["models"]["funnel"] = {"from": "my_models.py:funnel_mlp", "options": {"widths": [8, 6]}}
     cfg["experiments"]["mine"] = {**cfg["experiments"]["star"], "dataset": "mine",
-                                  "norms": ["batchnorm"], "seeds": [0],
+                                  "model": "funnel", "norms": ["batchnorm"], "seeds": [0],
                                   "measures": ["generalization"]}
     cfg = harness.with_figures(cfg, "ics_gradient")
     project = harness.copy_project(root / "p", config=cfg)
     (project / "my_norms.py").write_text(EXAMPLE.read_text())
+    (project / "my_models.py").write_text((EXAMPLE.parent / "my_models.py").read_text())
     _arrays(project / "mine.npz")
     harness.snakemake(project, "--cores", "2")
     from bnstudy import io
@@ -152,7 +155,8 @@ def test_a_users_normalizer_and_arrays_run_through_the_tiny_study(tmp_path_facto
     assert {"ics_grad", "lipschitz"} <= set(rms["claim_id"]), ledger[["claim_id", "norm"]]
     assert (rms["verdict"] != "not measured").all()
     gen = io.read_table(project / "results" / "tables" / "generalization.parquet")
-    assert "mine" in set(gen["experiment"].astype(str))
+    mine = gen[gen["experiment"].astype(str) == "mine"]  # trained in the user's own model
+    assert len(mine) and set(mine["arch"].astype(str)) == {"my_models.py:funnel_mlp"}
 
 
 def test_a_dataset_from_a_users_function_by_import_path(tmp_path):

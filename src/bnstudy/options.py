@@ -167,11 +167,14 @@ class Options:
         return asdict(self)
 
 
-def config_key(default, schema: dict, doc: str = "", config: str | None = None, **kw):
+def config_key(default, schema: dict, doc: str = "", config: str | None = None,
+               key: str | None = None, **kw):
     """A dataclass field that declares one key of a study config's entries (a model's, a
     training's): its default (``MISSING``: none), JSON-schema fragment, description and
     ``config`` mode (``required``; ``filled``: the default is written into the config; None:
-    optional, nothing written). :func:`bnstudy.config.entries.entry_schema` generates the
+    optional, nothing written); ``key``: the config's name for it when that is not the field's
+    (a Python keyword: ``from``). :func:`bnstudy.config.entries.entry_schema` generates the
     entry's schema from these fields."""
-    meta = {"schema": schema, "doc": doc} | ({"config": config} if config else {})
+    meta = ({"schema": schema, "doc": doc} | ({"config": config} if config else {})
+            | ({"key": key} if key else {}))
     return field(default=default, metadata=meta, **kw)

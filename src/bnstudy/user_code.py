@@ -2,8 +2,9 @@
 file relative to the working directory), ``module:attr`` (an importable module) or the name of an
 installed package's entry point in a group (:data:`GROUPS`). :func:`resolve` loads it with a
 one-line error naming the target; :func:`source_digest` gives its file's content as a code
-version. A leaf of the package: the user's normalizers (:mod:`bnstudy.networks.external`) and
-datasets (:mod:`bnstudy.data.user`) both use it, without importing each other.
+version. A leaf of the package: the user's normalizers (:mod:`bnstudy.networks.external`), models
+(:mod:`bnstudy.networks.user_models`) and datasets (:mod:`bnstudy.data.user`) use it, without
+importing each other.
 """
 
 from __future__ import annotations
@@ -92,3 +93,11 @@ def source_digest(target: str) -> str:
     if path is not None and path.is_file():
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
+
+
+def config_digests(cfg) -> list[str]:
+    """:func:`source_digest` of every user's normalizer and model a study config names (the
+    ``from`` of its ``normalizers`` and ``models`` entries), in order."""
+    sections = [cfg.get(s) for s in ("normalizers", "models")] if isinstance(cfg, dict) else []
+    return [source_digest(e["from"]) for sec in sections if isinstance(sec, dict)
+            for e in sec.values() if isinstance(e, dict) and isinstance(e.get("from"), str)]

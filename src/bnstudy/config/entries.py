@@ -19,7 +19,8 @@ def entry_schema(cls) -> dict:
     TrainConfig), so that each key is declared once, beside its field: metadata ``schema`` (its
     JSON-schema fragment), ``doc`` and ``config``: ``required``, ``filled`` (the default is
     written into the config) or absent (nothing written: a key added later changes no existing
-    run's spec). Built anew per call: the defaults are put into configs as they are."""
+    run's spec); ``key``, the config's name of the key when it is not the field's. Built anew per
+    call: the defaults are put into configs as they are."""
     props, required = {}, []
     for f in fields(cls):
         mode = f.metadata.get("config")
@@ -29,8 +30,9 @@ def entry_schema(cls) -> dict:
         p = copy.deepcopy(dict(f.metadata["schema"]))
         if mode == "filled":
             p["default"] = plain(f.default if f.default is not MISSING else f.default_factory())
-        required += [f.name] if mode == "required" else []
-        props[f.name] = p | ({"description": f.metadata["doc"]} if f.metadata.get("doc") else {})
+        name = f.metadata.get("key", f.name)  # the config's name (ModelConfig.from_: from)
+        required += [name] if mode == "required" else []
+        props[name] = p | ({"description": f.metadata["doc"]} if f.metadata.get("doc") else {})
     return {"required": required, "properties": props, "additionalProperties": False}
 
 
@@ -39,7 +41,10 @@ def entry_schemas() -> dict[str, dict]:
     from bnstudy.networks.models import ModelConfig
     from bnstudy.train.config import TrainConfig
 
-    return {"models": entry_schema(ModelConfig), "trainings": entry_schema(TrainConfig)}
+    # a model entry names a built-in arch or a user's model (from): the rule first, so that a
+    # missing arch is reported before an unknown key, as when arch was required
+    models = {**ModelConfig.SCHEMA_RULES, **entry_schema(ModelConfig)}
+    return {"models": models, "trainings": entry_schema(TrainConfig)}
 
 
 def complete(schema_doc: dict, where: str, sections: dict[str, dict] | None = None,

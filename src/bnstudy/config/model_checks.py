@@ -1,7 +1,9 @@
 """The checks of a model entry that need its architecture's plan, none of which allocates it.
 
 - :func:`check_options`: the entry gives only options its architecture reads
-  (:func:`bnstudy.networks.archs.options`);
+  (:func:`bnstudy.networks.archs.options`), or, for a user's model (``from``), only
+  :data:`bnstudy.networks.archs.FROM_OPTIONS`, and its function loads
+  (:func:`bnstudy.networks.user_models.load`);
 - :func:`plan`: the model built on the meta device (``torch.device("meta")``: shapes, no
   memory), without its normalizers and dropout (which add no weight matrices), to count its
   parameters against ``limits.parameters`` (default :data:`MAX_PARAMETERS`) and its hidden
@@ -22,6 +24,16 @@ MAX_PARAMETERS = 500_000_000  # the default of limits.parameters (2 GB of float3
 
 def check_options(entry: dict) -> None:
     """A ValueError names the first option ``entry`` gives that its ``arch`` does not read."""
+    if "from" in entry and "arch" not in entry:  # a user's model, loaded here: named first
+        for key in entry:
+            if key not in archs.FROM_OPTIONS:
+                raise ValueError(f"{key}={entry[key]!r}: a user's model (from) has no option "
+                                 f"{key!r} (its function's go in options); allowed: "
+                                 f"{sorted(archs.FROM_OPTIONS)}")
+        from bnstudy.networks import user_models
+
+        user_models.load(entry["from"])
+        return
     arch = entry.get("arch")
     if arch not in archs.ARCH_OPTIONS:
         return  # the schema and ModelConfig name an unknown arch

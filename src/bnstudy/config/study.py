@@ -113,12 +113,19 @@ def _build(model_cfg, norm: str, kind: str, options: dict, forward: bool):
             contextlib.nullcontext() if forward else meta.no_draws()):
         net = models.build_model(model_cfg, norm, input_shape, out_dim)
     if forward:
+        # a user's model (from) is the user's code: any error it raises is named in one line
+        errors = Exception if getattr(model_cfg, "from_", None) else RuntimeError
+        who = f"{model_cfg.from_!r} " if getattr(model_cfg, "from_", None) else ""
         try:
             with torch.no_grad():
-                net.eval()(torch.zeros(2, *input_shape))
-        except RuntimeError as e:
-            raise ValueError(f"fails on inputs of shape {tuple(input_shape)}: "
-                             f"{str(e).splitlines()[0]}") from None
+                out = net.eval()(torch.zeros(2, *input_shape))
+        except errors as e:
+            raise ValueError(f"{who}fails on inputs of shape {tuple(input_shape)}: "
+                             f"{(str(e).splitlines() or [type(e).__name__])[0]}") from None
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, out_dim):
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ValueError(f"{who}gives outputs {got} on 2 inputs of shape {tuple(input_shape)}; "
+                             f"allowed: (2, {out_dim}), the dataset's {out_dim} outputs")
     return net
 
 
@@ -240,7 +247,10 @@ def check_cached(cfg: dict, *, local: bool = True, schema: str | Path = SCHEMA) 
     from bnstudy.config import setup_checks
 
     path = Path(schema)
+    from bnstudy.user_code import config_digests
+
     payload = {"config": cfg, "local": local, "home": os.path.expanduser("~"),
+               "user_code": config_digests(cfg),  # a user's file edited: checked again
                "schema": path.read_text() if path.is_file() else str(path)}
     filled = keyed_cache.remember("config-check", payload,
                                   lambda: check(cfg, local=local, schema=schema),

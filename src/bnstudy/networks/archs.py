@@ -27,6 +27,11 @@ ARCH_OPTIONS = {
 }
 
 
+# a user's model (from: bnstudy.networks.user_models): its function's keyword arguments in
+# options; init, bias_init and bias_std draw its maps (slope: the kaiming gain) as a built-in's
+FROM_OPTIONS = ("from", "options", "slope", "init", "bias_init", "bias_std", "norm_options")
+
+
 def options(arch: str) -> list[str]:
     """The options a model entry of architecture ``arch`` may give."""
     return sorted((*COMMON_OPTIONS, *ARCH_OPTIONS[arch]))

@@ -27,6 +27,13 @@ Architectures:
   ``width`` (64 in the papers), the later stages 2, 4, 8 times it (:mod:`bnstudy.networks.resnet`;
   :mod:`bnstudy.networks.blocks` says what a layer of a residual block is).
 
+A user's model, instead of ``arch``: ``from: my_models.py:build`` (or ``module:function``, or
+an entry point of group "bnstudy.models") and ``options`` (its keyword arguments): the function
+``build(norm, input_shape, out_dim, **options)`` gets the run's normalizer as the built-in
+architectures do and returns a :class:`Net` of :class:`Block` s
+(:mod:`bnstudy.networks.user_models`); ``init``, ``bias_init`` and ``bias_std`` then draw its
+maps as a built-in's.
+
 ``dropout`` (default 0: none): the probability of a dropout layer after each hidden block
 (``mlp``, ``dln``, ``vgg``, ``cnn``) or each residual block (``resnet9``, ``resnet18``; Luo's
 Fig. 2g-h: 0.1); its mask is drawn from the training step like a stochastic normalizer's noise.
@@ -45,7 +52,7 @@ from dataclasses import MISSING, asdict, dataclass, fields, replace
 import torch
 from torch import nn
 
-from bnstudy.networks import normalizers
+from bnstudy.networks import normalizers, user_models
 from bnstudy.networks.archs import (  # noqa: F401 (re-exported)
     ARCHS,
     BIAS_INITS,
@@ -83,7 +90,18 @@ class ModelConfig:
     would change every existing run's spec. Which keys an architecture reads is
     :mod:`bnstudy.networks.archs`' (checked by :mod:`bnstudy.config.model_checks`)."""
 
-    arch: str = config_key(MISSING, {"enum": list(ARCHS)}, "the architecture", "required")
+    arch: str | None = config_key(None, {"enum": list(ARCHS)},
+                                  "the architecture (or from: a user's model)")
+    # a user's model (bnstudy.networks.user_models): a function build(norm, input_shape,
+    # out_dim, **options) returning a Net, named by import path or entry point, instead of arch
+    from_: str | None = config_key(
+        None, {"type": "string", "minLength": 1},
+        "a user's model instead of arch: 'path/to/file.py:function', 'module:function' or an "
+        "entry point of group bnstudy.models (EXTENDING.md, 'Your own model')", key="from")
+    options: dict = config_key(
+        MISSING,
+        {"type": "object", "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$(?!\\n)"}},
+        "from: the keyword arguments its function is called with", default_factory=dict)
     depth: int = config_key(4, _AT_LEAST_1, "hidden blocks (mlp; dln: maps in all)")
     width: int = config_key(64, _AT_LEAST_1,
                             "units per hidden block (mlp), first-stage width (resnets)")
@@ -115,13 +133,16 @@ class ModelConfig:
         "option or a bad value through the registry (bnstudy.networks.models.ModelConfig)",
         "filled", default_factory=dict)
 
+    # the schema's rule beside the generated keys (bnstudy.config.entries.entry_schemas)
+    SCHEMA_RULES = {"if": {"not": {"required": ["from"]}}, "then": {"required": ["arch"]}}
+
     @classmethod
     def from_dict(cls, d: dict) -> ModelConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
+        keys = {f.metadata.get("key", f.name): f.name for f in fields(cls)}
+        unknown = sorted(set(d) - set(keys))
         if unknown:
-            raise ValueError(f"unknown model option(s) {unknown}; valid: {sorted(known)}")
-        d = dict(d)
+            raise ValueError(f"unknown model option(s) {unknown}; valid: {sorted(keys)}")
+        d = {keys[k]: v for k, v in d.items()}
         if "channels" in d:
             d["channels"] = tuple(d["channels"])
         cfg = cls(**d)
@@ -129,7 +150,9 @@ class ModelConfig:
         return cfg
 
     def validate(self) -> None:
-        if self.arch not in ARCHS:
+        if self.from_ is not None:
+            self._validate_from()
+        elif self.arch not in ARCHS:
             raise ValueError(f"unknown model arch {self.arch!r}; valid choices: {', '.join(ARCHS)}")
         if self.init not in INITS:
             raise ValueError(f"unknown init {self.init!r}; valid choices: {', '.join(INITS)}")
@@ -178,6 +201,26 @@ class ModelConfig:
             except ValueError as e:
                 raise ValueError(f"norm_options.{name}: {e}") from None
 
+    def _validate_from(self) -> None:
+        if self.arch is not None:
+            raise ValueError(f"arch={self.arch!r} and from={self.from_!r}: a model is a built-in "
+                             "arch or a user's model (from); allowed: one of them")
+        if not isinstance(self.from_, str) or not self.from_.strip():
+            raise ValueError(f"from={self.from_!r}: allowed: 'path/to/file.py:function', "
+                             "'module:function' or an entry point's name")
+        if not isinstance(self.options, dict) or not all(
+                isinstance(k, str) and k.isidentifier() for k in self.options):
+            raise ValueError(f"options={self.options!r}: allowed: a mapping of keyword "
+                             "arguments for the model's function")
+        if self.dropout:
+            raise ValueError(f"dropout={self.dropout!r}: a user's model places its own layers; "
+                             "allowed: 0")
+
+    @property
+    def label(self) -> str:
+        """The architecture in words: the built-in arch, or a user's model's target."""
+        return self.arch if self.from_ is None else self.from_
+
     def normalizer(self, norm: str) -> normalizers.Normalizer:
         """Normalizer ``norm`` configured with its entry of ``norm_options`` (checked)."""
         return normalizers.get(norm, self.norm_options.get(norm))
@@ -185,7 +228,9 @@ class ModelConfig:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["channels"] = list(self.channels)
-        return d
+        d["from"] = d.pop("from_")
+        return {k: v for k, v in d.items()
+                if not (k in ("arch", "from") and v is None or k == "options" and not v)}
 
 
 def _freeze_shift(norm: nn.Module) -> None:
@@ -204,7 +249,9 @@ def build_model(cfg: ModelConfig | dict, norm: str, input_shape, out_dim: int) -
     cfg = replace(cfg, **nz.init_overrides())  # e.g. zero_bias / random_bias
     d_in = int(math.prod(input_shape))
     layers: list[nn.Module] = []
-    if cfg.arch == "mlp":
+    if cfg.from_ is not None:  # a user's model, its normalizer injected like a built-in's
+        net = user_models.build(cfg.from_, nz, input_shape, out_dim, cfg.options)
+    elif cfg.arch == "mlp":
         d = d_in
         for _ in range(cfg.depth):
             lin = nz.wrap(nn.Linear(d, cfg.width, bias=nz.linear_bias))

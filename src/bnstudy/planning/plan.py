@@ -260,18 +260,21 @@ class Plan(Rounds, Figures, Resources, Training):
     def code(self, stage: str, extra=()) -> str:
         return code_version([*STAGE_CODE.get(stage, ()), *extra])
 
-    def train_code(self, norm: str) -> str:
+    def train_code(self, norm: str, model: str | None = None) -> str:
         """A train job's code version: the training stage's modules and the module that defines
         the run's normalizer (:func:`bnstudy.networks.norms.entry_modules`; the registry
         imports the others dynamically, so their code is not in the stage's): a new or changed
-        normalizer reruns only the runs that use it."""
-        own = (self.config.get("normalizers") or {}).get(norm)
-        if own:  # a user's normalizer: its file's content (bnstudy.networks.external)
-            from bnstudy.networks import external
+        normalizer reruns only the runs that use it. A user's model (``model``'s ``from``,
+        :mod:`bnstudy.networks.user_models`) adds its file's content the same way."""
+        from bnstudy import user_code
 
-            return self.code("train") + external.source_digest(own["from"])
+        own = (self.config.get("normalizers") or {}).get(norm)
+        mine = (self.config["models"].get(model) or {}).get("from") if model else None
+        extra = user_code.source_digest(mine) if mine else ""
+        if own:  # a user's normalizer: its file's content (bnstudy.networks.external)
+            return self.code("train") + user_code.source_digest(own["from"]) + extra
         entry = norms.entry_modules().get(norm)
-        return self.code("train", [entry] if entry else [])
+        return self.code("train", [entry] if entry else []) + extra
 
     def measure_code(self, measure: str) -> str:
         return code_version([measures.REGISTRY[measure].source])

@@ -89,7 +89,7 @@ class Training:
         e, n, seeds = self.train_jobs[name]
         return {"specs": [self.run_spec(e, n, s) for s in seeds],
                 "resume": [self.run_file(e, n, s, "resume.pt") for s in seeds],
-                "code": self.train_code(n)}
+                "code": self.train_code(n, self.experiments[e]["model"])}
 
     def train_log(self, name: str) -> str:
         e, n, seeds = self.train_jobs[name]

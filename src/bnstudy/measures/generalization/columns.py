@@ -25,7 +25,7 @@ COLUMNS = {
                                     "whole-training-set statistics at the final weights"),
         "gamma_sq": ("float", "mean over hidden layers with a learned per-unit scale of mean "
                               "gamma^2 (Luo Fig. 2e; NaN if none)"),
-        "arch": ("string", "the model's architecture"),
+        "arch": ("string", "the model's architecture (a user's model: its from target)"),
         "dropout": ("float", "the model's dropout probability"),
         "train_batch_size": ("integer", "the mini-batch the run trained with (full batch: the "
                                         "training set's size)"),

@@ -79,7 +79,7 @@ def gamma_sq(model: nn.Module) -> float:
 def run_covariates(run: dict, data) -> dict:
     """What runs are compared by across experiments: architecture, dropout, training batch."""
     model, train = run["spec"].model_config, run["spec"].training
-    return {"arch": model.arch, "dropout": float(model.dropout),
+    return {"arch": model.label, "dropout": float(model.dropout),
             "train_batch_size": train.batch_for(len(data.x_train)),
             "lr_batch_scaled": train.lr_reference_batch is not None,
             "training_schedule": training_schedule(train)}
