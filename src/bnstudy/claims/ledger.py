@@ -112,7 +112,8 @@ def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95,
     ledger = annotate(pd.DataFrame(rows), frames, {c.key: c.table for c in CLAIMS},
                       {c.key for c in CLAIMS if c.contrast is not None})
     tables = {c.key: c.table for c in CLAIMS}
-    ledger = stage.add_notes(ledger, frames, tables)
+    ledger = stage.add_notes(ledger, frames, tables,
+                             {c.key for c in CLAIMS if getattr(c.metric, "early", False)})
     ledger = deviations.add_columns(
         ledger, {"dannemann": P.DANNEMANN, **{c.key: c.protocol for c in CLAIMS}}, tables, setups)
     ledger = beside.add_absolute(ledger, frames)
