@@ -6,10 +6,10 @@ import pytest
 from scipy import stats
 
 from bnstudy.claims import ledger as claims
-from bnstudy.claims import metrics as claims_metrics
-from bnstudy.claims import rules, skew
+from bnstudy.claims.decide import rules, skew
+from bnstudy.claims.values import metrics as claims_metrics
 
-CONTRA = "contradicted at this setting"  # the outcome words (claims/outcomes.py)
+CONTRA = "contradicted at this setting"  # the outcome words (claims/decide/outcomes.py)
 
 
 def test_paired_effect_is_the_paired_t_interval_widened_for_skew():
@@ -481,7 +481,7 @@ class _Recording(dict):
 def test_the_ledger_reads_exactly_the_tables_the_workflow_gives_it():
     """The claims job and the replication rounds take claims.reads.TABLES as inputs and no
     more: those must be every table evaluate() asks for (each claim's, training, dannemann)."""
-    from bnstudy.claims import reads
+    from bnstudy.claims.declare import reads
 
     frames = _Recording()
     claims.evaluate(frames)

@@ -1,13 +1,13 @@
 """The paper tests of Santurkar's loss range and gradient change (``lipschitz``, ``grad_pred``)
-read early training only (claims/stage.py's ``early``: step <= 25% of the run, step 0 always),
-the stage the paper reads them at; the relative and beta rows keep every checkpoint."""
+read early training only (claims/values/stage.py's ``early``: step <= 25% of the run, step 0
+always), the stage the paper reads them at; the relative and beta rows keep every checkpoint."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from bnstudy.claims import ledger as claims
-from bnstudy.claims import stage
+from bnstudy.claims.values import stage
 
 STEPS = (0, 10, 50, 100)  # early: 0 and 10 (<= 25)
 

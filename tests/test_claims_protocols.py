@@ -8,11 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bnstudy.claims import deviations, protocols, stage
 from bnstudy.claims import ledger as claims
+from bnstudy.claims.declare import protocols
+from bnstudy.claims.say import deviations
+from bnstudy.claims.values import stage
 from bnstudy.config import study
 
-CONTRA = "contradicted at this setting"  # the outcome words (claims/outcomes.py)
+CONTRA = "contradicted at this setting"  # the outcome words (claims/decide/outcomes.py)
 
 DLN_SETUP = {"dataset": {"kind": "gaussian_linear", "options": {"n_train": 1000, "dim": 10}},
              "model": {"arch": "dln", "depth": 25, "init": "xavier"},

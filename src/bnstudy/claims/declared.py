@@ -1,8 +1,8 @@
 """What each claim of the papers declares, before any data: its paper, words, table, per-run
-quantity (:mod:`bnstudy.claims.metrics`, :mod:`bnstudy.claims.jitter`), the normalizers it
-compares, its rule and margin with the margin's source (``paper: ...`` where the paper gives a
-number, ``project: ...`` otherwise), the paper's own effect where it has one, and the protocol
-its experiments are compared with (:mod:`bnstudy.claims.protocols`).
+quantity (:mod:`bnstudy.claims.values.metrics`, :mod:`bnstudy.claims.values.jitter`), the
+normalizers it compares, its rule and margin with the margin's source (``paper: ...`` where the
+paper gives a number, ``project: ...`` otherwise), the paper's own effect where it has one, and the
+protocol its experiments are compared with (:mod:`bnstudy.claims.declare.protocols`).
 
 :data:`CLAIMS` is the one list; :func:`bnstudy.claims.ledger.evaluate` reads it.
 """
@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bnstudy.claims import jitter as cj
-from bnstudy.claims import metrics as cm
-from bnstudy.claims import protocols as P
-from bnstudy.claims.contrast import Contrast
-from bnstudy.claims.pairing import Claim
+from bnstudy.claims.declare import protocols as P
+from bnstudy.claims.declare.claim import Claim
+from bnstudy.claims.declare.contrast import Contrast
+from bnstudy.claims.values import jitter as cj
+from bnstudy.claims.values import metrics as cm
 
 __all__ = ["CLAIMS", "PROJECT_LOSS", "PROJECT_RATIO"]
 

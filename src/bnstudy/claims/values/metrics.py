@@ -20,10 +20,10 @@ verdict rules). Each maps a table to one value per (experiment, dataset, model, 
   compared pair's rows only (both arms of one experiment), so the replacement values come from
   that pair, never from another experiment or normalizer. NaN that is not a blow-up
   (``beta_eff`` at a zero gradient, which is undefined) is left out. Only the checkpoints where
-  neither arm of the pair has converged enter (:mod:`bnstudy.claims.stage`), as for :func:`ics`;
-  with ``early``, only the early-training checkpoints (:func:`bnstudy.claims.stage.early`: step
-  <= 25% of the run, step 0 always), the stage at which Santurkar et al. read the loss range and
-  the gradient change.
+  neither arm of the pair has converged enter (:mod:`bnstudy.claims.values.stage`), as for
+  :func:`ics`; with ``early``, only the early-training checkpoints
+  (:func:`bnstudy.claims.values.stage.early`: step <= 25% of the run, step 0 always), the stage at
+  which Santurkar et al. read the loss range and the gradient change.
 - :func:`final_train_loss`: ``log`` of the final training loss.
 - :func:`final_log`, :func:`final_percent`: a generalization column at each run's last
   checkpoint, as a log (losses, gamma^2) or a percentage (accuracies).
@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from bnstudy import columns
-from bnstudy.claims import stage
+from bnstudy.claims.values import stage
 
 KEYS = ["experiment", "dataset", "model", "norm", "seed"]
 ICS_FLOOR = 1e-4

@@ -21,10 +21,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bnstudy.claims import metrics as cm
-from bnstudy.claims import outcomes as O
-from bnstudy.claims import stage
-from bnstudy.claims.rules import paired_effect
+from bnstudy.claims.decide import outcomes as O
+from bnstudy.claims.decide.rules import paired_effect
+from bnstudy.claims.values import metrics as cm
+from bnstudy.claims.values import stage
 
 # the relative rows (beyond the paper) carry the paper's absolute quantity beside them (the
 # absolute rows, lipschitz and grad_pred, are the paper tests themselves)

@@ -13,8 +13,8 @@ and the other has not is dropped for both arms of that seed, and the row says wh
 a blow-up in the smoothness metrics.
 
 :func:`matched` is applied by the per-run metrics of the smoothness and ICS claims
-(:mod:`bnstudy.claims.metrics`) to the compared pair's rows, so both arms of a seed are averaged
-over the same checkpoints.
+(:mod:`bnstudy.claims.values.metrics`) to the compared pair's rows, so both arms of a seed are
+averaged over the same checkpoints.
 
 :func:`early` keeps the early-training checkpoints: those at step <= :data:`EARLY` (a quarter)
 of the experiment's last checkpoint step, its first checkpoint (step 0) always among them.

@@ -8,7 +8,7 @@ paper's own number and loss), steps, batch size, where and when the quantity is 
 (``where``; the probe range of the smoothness measure in ``probes``) and which quantity decides
 (``decides``). A claim may name several (Santurkar's smoothness: the DLN of App. A and the VGG
 on CIFAR-10); a row takes the one that matches its experiment (:func:`pick`).
-:mod:`bnstudy.claims.deviations` compares an experiment's config with it and writes the
+:mod:`bnstudy.claims.say.deviations` compares an experiment's config with it and writes the
 concrete differences into the ledger's ``deviations`` column, so that no verdict reads as a
 statement about the paper's setting when it was measured in another.
 """
