@@ -37,11 +37,11 @@ class Claim:
     role: str = "test"  # or "implementation check", "beyond the paper": see the docstring
     curve: Callable[[pd.DataFrame, str, str], str] | None = None  # (table, norm, experiment)
     contrast: Contrast | None = None  # pairs experiments instead of normalizers (contrast.py)
-    # the row in words (claims/words.py): the quantity's short name, the effect's scale, and
+    # the row in words (claims/say/words.py): the quantity's short name, the effect's scale, and
     # the compared side where it is not "<baseline>'s" (a contrast's other experiment)
     what: str = ""
     scale: str = "log"
     versus: str = ""
-    # the paper's setting(s) the claim was made in (claims/protocols.py); a row's experiment is
-    # compared with the one that matches it (claims/deviations.py)
+    # the paper's setting(s) the claim was made in (claims/declare/protocols.py); a row's
+    # experiment is compared with the one that matches it (claims/say/deviations.py)
     protocol: tuple = ()
