@@ -1,6 +1,6 @@
 """The ledger's rule against the rule it replaced (issue 46), on one study's ledger: the same
-per-seed differences decided by today's rule (bnstudy.claims.robust: skew-corrected t and exact
-signed-rank, each at half the level) and by the old one (the skew-corrected t interval of the
+per-seed differences decided by today's rule (bnstudy.claims.decide.robust: skew-corrected t and
+exact signed-rank, each at half the level) and by the old one (the skew-corrected t interval of the
 mean alone, at the full level), each with Holm over the same family. Prints the decided counts
 of the directional paper tests (rules less / more) and the rows whose outcome differs.
 
@@ -19,8 +19,8 @@ import pandas as pd
 
 from bnstudy import io
 from bnstudy.claims import ledger as claims
-from bnstudy.claims import multiplicity, rules, skew
-from bnstudy.claims import outcomes as O
+from bnstudy.claims.decide import multiplicity, rules, skew
+from bnstudy.claims.decide import outcomes as O
 
 
 def old_rule(ledger: pd.DataFrame, level: float = 0.95) -> pd.Series:

@@ -6,10 +6,10 @@ import pytest
 from scipy import stats
 
 from bnstudy.claims import ledger as claims
-from bnstudy.claims import metrics as claims_metrics
-from bnstudy.claims import rules, skew
+from bnstudy.claims.decide import rules, skew
+from bnstudy.claims.values import metrics as claims_metrics
 
-CONTRA = "contradicted at this setting"  # the outcome words (claims/outcomes.py)
+CONTRA = "contradicted at this setting"  # the outcome words (claims/decide/outcomes.py)
 
 
 def test_paired_effect_is_the_paired_t_interval_widened_for_skew():
@@ -162,12 +162,13 @@ def test_ledger_verdicts_come_from_the_data():
     assert ledger.loc["ics_grad", "verdict"] == "not measured"
 
 
-def _smooth_steps(bn, none):
-    """A smoothness table whose beta_eff (and friends) differ across checkpoints."""
+def _smooth_steps(bn, none, steps=None):
+    """A smoothness table whose beta_eff (and friends) differ across checkpoints (at ``steps``,
+    default 0, 1, ...)."""
     rows = []
     for norm, runs in (("batchnorm", bn), ("none", none)):
         for seed, per_step in enumerate(runs):
-            for step, beta in enumerate(per_step):
+            for step, beta in zip(steps or range(len(per_step)), per_step, strict=True):
                 rows.append({"experiment": "e", "dataset": "d", "model": "m", "norm": norm,
                              "seed": seed, "step": step, "beta_eff": beta, "grad_pred_max": beta,
                              "loss_min": 1.0 if np.isfinite(beta) else np.inf,
@@ -186,15 +187,17 @@ def test_smoothness_is_the_mean_over_checkpoints_of_the_log():
 
 
 def test_a_blow_up_counts_as_the_worst_value():
-    """BN blows up at its second checkpoint in every seed: dropping those probes would leave
-    only its smooth first checkpoints and support 'BN is smoother'."""
-    bn = [[1.0, np.inf], [1.1, np.inf], [0.9, np.inf]]
-    none = [[5.0, 5.0], [5.5, 5.5], [4.5, 4.5]]
-    by = claims.evaluate({"smoothness": _smooth_steps(bn, none)}).set_index("claim_id")
+    """BN blows up from its second checkpoint on in every seed: dropping those probes would
+    leave only its smooth first checkpoints and support 'BN is smoother'. The checkpoints are
+    steps 0, 1 and 4: grad_pred and lipschitz read the early ones (0 and 1, <= 25% of 4),
+    beta_smooth all three."""
+    bn = [[1.0, np.inf, np.inf], [1.1, np.inf, np.inf], [0.9, np.inf, np.inf]]
+    none = [[5.0, 5.0, 5.0], [5.5, 5.5, 5.5], [4.5, 4.5, 4.5]]
+    by = claims.evaluate({"smoothness": _smooth_steps(bn, none, (0, 1, 4))}).set_index("claim_id")
     worst = np.log(10 * 5.5)  # 10 x the largest finite beta_eff of the compared pair
-    expected = np.mean([(np.log(b[0]) + worst) / 2 - np.log(n[0])
-                        for b, n in zip(bn, none, strict=True)])
-    for key in ("beta_smooth", "grad_pred", "lipschitz"):
+    for key, n in (("beta_smooth", 3), ("grad_pred", 2), ("lipschitz", 2)):
+        expected = np.mean([(np.log(b[0]) + (n - 1) * worst) / n - np.log(m[0])
+                            for b, m in zip(bn, none, strict=True)])
         assert by.loc[key, "effect_mean"] == pytest.approx(expected), key
         assert by.loc[key, "verdict"] == CONTRA, key
         assert "blow-up" in by.loc[key, "quantity"]
@@ -478,7 +481,7 @@ class _Recording(dict):
 def test_the_ledger_reads_exactly_the_tables_the_workflow_gives_it():
     """The claims job and the replication rounds take claims.reads.TABLES as inputs and no
     more: those must be every table evaluate() asks for (each claim's, training, dannemann)."""
-    from bnstudy.claims import reads
+    from bnstudy.claims.declare import reads
 
     frames = _Recording()
     claims.evaluate(frames)

@@ -5,10 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bnstudy.claims import annotate
 from bnstudy.claims import ledger as claims
+from bnstudy.claims.say import annotate
 
-CONTRA = "contradicted at this setting"  # the outcome words (claims/outcomes.py)
+CONTRA = "contradicted at this setting"  # the outcome words (claims/decide/outcomes.py)
 
 
 def _training(exp, norm, accs, lrs=None, seeds=3, steps=(0, 50, 100, 150)):

@@ -5,9 +5,9 @@ tests); and the four outcome words are the same on every surface."""
 import numpy as np
 import pandas as pd
 
-from bnstudy.claims import compare, markdown
 from bnstudy.claims import ledger as claims
-from bnstudy.claims import outcomes as O
+from bnstudy.claims.decide import outcomes as O
+from bnstudy.claims.say import compare, markdown
 from bnstudy.cli import main as cli
 from bnstudy.report import prose, readme, summary
 
@@ -75,7 +75,7 @@ def test_noisy_bn_on_a_deep_linear_net_is_beyond_the_paper():
 
 def test_the_outcome_words_are_the_same_on_every_surface(tmp_path, capsys):
     """Parquet (the ledger's columns), Markdown ledgers, compare, the report's summary and
-    prose, and the README counts all write the four words of claims/outcomes.py, and read an
+    prose, and the README counts all write the four words of claims/decide/outcomes.py, and read an
     older ledger's words as them."""
     assert O.OUTCOMES == WORDS
     led = claims.evaluate({"smoothness": _smooth(12)})

@@ -7,9 +7,9 @@ import pytest
 from scipy import stats
 
 from bnstudy.claims import ledger as claims
-from bnstudy.claims import multiplicity, power, rules
+from bnstudy.claims.decide import multiplicity, power, rules
 
-CONTRA = "contradicted at this setting"  # the outcome words (claims/outcomes.py)
+CONTRA = "contradicted at this setting"  # the outcome words (claims/decide/outcomes.py)
 
 LEVEL = 0.95
 

@@ -24,7 +24,7 @@ SEEDS = range(3)
 EXTRA_NORMS = ("layernorm", "groupnorm")
 # a row's own columns (the Holm-adjusted p-value and verdict are over the study's family, by
 # design: they change when rows are added; so are seeds_needed and detectable_effect, whose power
-# is at the row's Holm level in the family, bnstudy.claims.power)
+# is at the row's Holm level in the family, bnstudy.claims.decide.power)
 OWN = ["claim_id", "experiment", "norm", "baseline", "value", "baseline_value", "effect",
        "ci_low", "ci_high", "cohens_dz", "effect_sd", "n_seeds", "verdict", "note", "role",
        "quantity", "p_value"]
@@ -259,12 +259,12 @@ def test_a_new_claims_table_gets_a_frame_of_its_declared_columns():
 
 def test_the_claims_jobs_inputs_are_each_claims_declared_table():
     """Issue 33: a claim on a new table adds its table to the claims job's inputs with no edit
-    to bnstudy.claims.reads (a hand list left every real study's new row 'not measured'); the
-    tables are read from the claims' source, without importing pandas."""
+    to bnstudy.claims.declare.reads (a hand list left every real study's new row 'not measured');
+    the tables are read from the claims' source, without importing pandas."""
     import subprocess
     import sys
 
-    from bnstudy.claims import reads
+    from bnstudy.claims.declare import reads
 
     source = ('CLAIMS = (Claim("sparse", "P", "BN makes units sparse", "sparsity", "q", m, '
               '("batchnorm",)), Claim("k", "P", "c", table="other_table", quantity="q"))')
@@ -273,7 +273,7 @@ def test_the_claims_jobs_inputs_are_each_claims_declared_table():
                                          r"literal.*got TABLE"):
         reads.claim_tables('Claim("k", "P", "c", TABLE, "q")', "x.py")
     assert set(reads.TABLES) == {c.table for c in claims.CLAIMS} | set(reads.ALWAYS)
-    code = ("import sys, bnstudy.claims.reads as r; assert r.TABLES; "
+    code = ("import sys, bnstudy.claims.declare.reads as r; assert r.TABLES; "
             "print(sorted(m for m in ('pandas', 'scipy', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr[-2000:]

@@ -6,8 +6,9 @@ import math
 import pandas as pd
 import pytest
 
-from bnstudy.claims import ledger, words
+from bnstudy.claims import ledger
 from bnstudy.claims.pairing import measured_row
+from bnstudy.claims.say import words
 
 
 def test_a_log_ratio_reads_as_times_the_baseline():

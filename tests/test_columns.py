@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bnstudy import columns, io
-from bnstudy.claims import metrics
+from bnstudy.claims.values import metrics
 from bnstudy.tables import aggregation
 
 matplotlib.use("Agg")

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from bnstudy import io
-from bnstudy.claims import compare
+from bnstudy.claims.say import compare
 from bnstudy.cli import main as cli
 
 

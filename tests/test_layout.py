@@ -118,3 +118,37 @@ def test_the_upward_check_sees_an_upward_import():
             test_no_import_runs_back_up("bnstudy.planning")
     finally:
         del GRAPH["bnstudy.config.fake"]
+
+
+# the claims ledger's rooms, in the order a row passes through them (bnstudy/claims/__init__.py):
+# a module in a room imports from its own room or an earlier one, never back up; the modules at
+# the top of claims/ (the claims list, the pairing of a row, the ledger) may import any room
+ROOMS = ("declare", "values", "decide", "say")
+
+
+def _room(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[:2] != ["bnstudy", "claims"] or len(parts) < 3:
+        return None
+    return ROOMS.index(parts[2]) if parts[2] in ROOMS else len(ROOMS)  # the top: after all
+
+
+def _claims_upward(graph: dict[str, set[str]]) -> list[str]:
+    return [f"{m} -> {d}" for m, deps in sorted(graph.items()) for d in sorted(deps)
+            if _room(m) is not None and _room(m) < len(ROOMS) and _room(d) is not None
+            and _room(d) > _room(m)]
+
+
+def test_the_claims_rooms_are_read_top_to_bottom():
+    rooms = {p.name for p in (SRC / "claims").iterdir() if (p / "__init__.py").exists()}
+    assert rooms == set(ROOMS)
+    assert all(f"bnstudy.claims.{r}" in MODULES for r in ROOMS)
+    assert len([m for m in MODULES if m.startswith("bnstudy.claims.")]) > 20  # the walk sees it
+    assert _claims_upward(GRAPH) == []
+
+
+def test_the_rooms_check_sees_an_arrow_back_up():
+    assert _claims_upward({"bnstudy.claims.values.metrics": {"bnstudy.claims.decide.rules"}})
+    assert _claims_upward({"bnstudy.claims.say.words": {"bnstudy.claims.ledger"}})
+    assert not _claims_upward({"bnstudy.claims.say.words": {"bnstudy.claims.declare.claim"},
+                               "bnstudy.claims.ledger": {"bnstudy.claims.say.words"}})

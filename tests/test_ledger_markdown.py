@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from bnstudy import io
-from bnstudy.claims import markdown as lm
+from bnstudy.claims.say import markdown as lm
 
 
 def _ledger(tmp_path, name, rows):

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bnstudy.claims import sequential as sq
+from bnstudy.claims.decide import sequential as sq
 from bnstudy.replication.policy import Policy, continuing
 
 RULES = {"loss": ("less", 0.0), "ics": ("no_less", 0.2)}
@@ -100,13 +100,13 @@ def test_rows_over_a_replicated_experiment_are_read_at_their_looks_level():
     assert seq["ci_low"] < fixed["ci_low"] and seq["ci_high"] > fixed["ci_high"]
     assert seq["effect"] == fixed["effect"]
     assert seq["p_value"] == pytest.approx(min(1.0, 3 * fixed["p_value"]))
-    from bnstudy.claims import skew
+    from bnstudy.claims.decide import skew
     # (the rule's t part at half the look's alpha: at 4 seeds its signed-rank part cannot close)
     assert (seq["ci_low"], seq["ci_high"]) == pytest.approx(skew.bounds(
         seq["effect_mean"], seq["effect_sd"], seq["effect_skew"], 4,
         1 - (1 - levels["e"]) / 2))
     # the verdict follows the look's interval (rules.verdict), not the fixed one
-    from bnstudy.claims.rules import verdict
+    from bnstudy.claims.decide.rules import verdict
     assert seq["verdict"] == verdict("no_less", seq["ci_low"], seq["ci_high"], np.log(1.25))
     # an experiment that is not replicated keeps the fixed level
     other = claims.evaluate({"ics": table}, levels={"f": 0.9}).set_index("claim_id")

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from bnstudy import measures
-from bnstudy.claims import sequential
+from bnstudy.claims.decide import sequential
 from bnstudy.config import study
 from bnstudy.planning.plan import Plan
 from bnstudy.tables import layout

@@ -15,7 +15,7 @@ from bnstudy import io
 from bnstudy.report import build as report
 from bnstudy.report import scale
 
-CONTRA = "contradicted at this setting"  # the outcome words (claims/outcomes.py)
+CONTRA = "contradicted at this setting"  # the outcome words (claims/decide/outcomes.py)
 
 VOID = {"img", "meta", "br", "hr", "input", "link"}
 IDS = {"experiment": "exp1", "dataset": "toy", "model": "mlp"}

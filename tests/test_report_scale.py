@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from bnstudy import io, plots
-from bnstudy.claims import words
+from bnstudy.claims.say import words
 from bnstudy.report import build as report
 from bnstudy.report import scale
 

@@ -1,15 +1,16 @@
 """The ledger's rule on paired differences that blow up (issue 46): the skew-corrected t and the
-exact signed-rank tests, each at half the level (bnstudy.claims.robust), with the fourth outcome
-'absent at this setting' (bnstudy.claims.rules), through Holm (bnstudy.claims.multiplicity)."""
+exact signed-rank tests, each at half the level (bnstudy.claims.decide.robust), with the fourth
+outcome 'absent at this setting' (bnstudy.claims.decide.rules), through Holm
+(bnstudy.claims.decide.multiplicity)."""
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
 
-from bnstudy.claims import multiplicity, robust, rules
-from bnstudy.claims import outcomes as O
-from bnstudy.claims import simulation as mc
+from bnstudy.claims.decide import multiplicity, robust, rules
+from bnstudy.claims.decide import outcomes as O
+from bnstudy.claims.decide import simulation as mc
 
 ROUNDS = [3, 6, 12]  # the default study's planned looks
 REPS = 2000  # a 5% rate has Monte Carlo standard error 0.005

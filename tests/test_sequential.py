@@ -1,4 +1,4 @@
-"""Sequential verdicts over planned rounds of seeds (bnstudy.claims.sequential)."""
+"""Sequential verdicts over planned rounds of seeds (bnstudy.claims.decide.sequential)."""
 
 import math
 
@@ -8,10 +8,10 @@ import pytest
 from scipy import stats
 from statsmodels.stats.power import TTestPower
 
-from bnstudy.claims import robust, skew
-from bnstudy.claims import sequential as sq
-from bnstudy.claims import simulation as mc
-from bnstudy.claims.rules import RULES, paired_effect, verdict
+from bnstudy.claims.decide import robust, skew
+from bnstudy.claims.decide import sequential as sq
+from bnstudy.claims.decide import simulation as mc
+from bnstudy.claims.decide.rules import RULES, paired_effect, verdict
 
 ROUNDS = [3, 6, 12, 24]
 MARGIN = 0.5
@@ -144,7 +144,7 @@ def test_real_effect_decides_with_fewer_seeds_than_a_fixed_design_of_equal_power
                                                  power=power, alternative="larger"))
     tol = 3 * math.sqrt(power * (1 - power) / REPS)
     # the t-test's count, raised until the rule itself reaches that power in one look (the
-    # Bonferroni split costs a seed or two: bnstudy.claims.robust)
+    # Bonferroni split costs a seed or two: bnstudy.claims.decide.robust)
     while mc.simulate("less", effect, sd, [n_fixed], 0.0, 0.95, "equal", REPS,
                       seed=6)["supported"] < power - tol:
         n_fixed += 1

@@ -1,16 +1,17 @@
-"""The verdict rule on skewed paired differences (bnstudy.claims.skew, sequential), the level a
-row is read at (its own look's), and power at the level used (bnstudy.claims.power)."""
+"""The verdict rule on skewed paired differences (bnstudy.claims.decide.skew, sequential), the level
+a row is read at (its own look's), and power at the level used (bnstudy.claims.decide.power)."""
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
 
-from bnstudy.claims import ledger, multiplicity, pairing, power, skew
-from bnstudy.claims import sequential as sq
-from bnstudy.claims import simulation as mc
+from bnstudy.claims import ledger, pairing
+from bnstudy.claims.decide import multiplicity, power, skew
+from bnstudy.claims.decide import sequential as sq
+from bnstudy.claims.decide import simulation as mc
 
-CONTRA = "contradicted at this setting"  # the outcome words (claims/outcomes.py)
+CONTRA = "contradicted at this setting"  # the outcome words (claims/decide/outcomes.py)
 
 SHIPPED = ([3, 6, 12, 24], [3, 6, 12], [3, 6], [5, 10], [3, 6, 12, 24, 48])
 REPS = 4000  # a 5% rate has Monte Carlo standard error 0.0034

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from bnstudy import io
-from bnstudy.claims import markdown
+from bnstudy.claims.say import markdown
 from bnstudy.report import readme, ship
 
 ROOT = Path(__file__).resolve().parents[1]

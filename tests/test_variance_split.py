@@ -1,10 +1,11 @@
-"""The seeds / within-run variance split (bnstudy.claims.variance) on data of known components."""
+"""The seeds / within-run variance split (bnstudy.claims.values.variance) on data of known
+components."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from bnstudy.claims import variance as cv
+from bnstudy.claims.values import variance as cv
 
 CELL = {"experiment": "e", "dataset": "d", "model": "mlp"}
 

@@ -16,7 +16,7 @@ import yaml
 from harness import dry_run, job_counts, snakemake, tiny_config, write_config
 
 from bnstudy import io, measures
-from bnstudy.claims import deviations
+from bnstudy.claims.say import deviations
 from bnstudy.config import study
 from bnstudy.planning.plan import Plan
 from bnstudy.tables import layout
@@ -299,7 +299,7 @@ def test_changing_a_measures_settings_reruns_only_that_measure(project, plan, fu
     # job_arguments): any config change rewrites that file, as it reruns the report
     expected = [*expected, ("job_arguments", ("job", "report"))]
     # the claims job's arguments carry the setting its rows' deviations name (the smoothness
-    # probe range: bnstudy.claims.deviations.SETUP_MEASURES)
+    # probe range: bnstudy.claims.say.deviations.SETUP_MEASURES)
     if measure in deviations.SETUP_MEASURES:
         expected.append(("job_arguments", ("job", "claims")))
     assert harness.job_keys(jobs) == sorted(expected)

@@ -6,13 +6,13 @@ one quantity, paired by seed: for each seed the quantity is reduced to one numbe
 reduction is stated in ``quantity``), the per-seed effect is ``metric(norm) - metric(baseline)``
 (a log ratio where ``log`` is stated), and the ledger reports the rule's estimate (``effect``:
 the Hodges-Lehmann shift of the paired differences; their mean is ``effect_mean``) and its
-interval at the row's level (:mod:`bnstudy.claims.robust`: the skew-corrected t interval of the
-mean and the exact signed-rank interval, each at half the level, intersected). A claim with a
+interval at the row's level (:mod:`bnstudy.claims.decide.robust`: the skew-corrected t interval of
+the mean and the exact signed-rank interval, each at half the level, intersected). A claim with a
 ``contrast`` pairs two experiments instead (Luo §5's batch sizes and dropout:
-:mod:`bnstudy.claims.contrast`); its rows name the baseline experiment. The outcome comes from
-the interval alone, by the claim's stated rule and margin (``less``, ``more``, ``no_less``,
-``no_more``, ``equivalent``: :mod:`bnstudy.claims.rules`), in the words of
-:mod:`bnstudy.claims.outcomes`. ``no_less``'s one use, Santurkar's "BN does not reduce ICS",
+:mod:`bnstudy.claims.declare.contrast`); its rows name the baseline experiment. The outcome comes
+from the interval alone, by the claim's stated rule and margin (``less``, ``more``, ``no_less``,
+``no_more``, ``equivalent``: :mod:`bnstudy.claims.decide.rules`), in the words of
+:mod:`bnstudy.claims.decide.outcomes`. ``no_less``'s one use, Santurkar's "BN does not reduce ICS",
 compares on a log scale (``log((ics_bn + 1e-4) / (ics_none + 1e-4))``, margin ``log 1.25``:
 contradicted iff BN's ICS is reliably below 0.8 times the baseline's), so that it can fail
 whatever the baseline's level (above the floor); an absolute margin on ``1 - cos`` could not
@@ -29,18 +29,19 @@ construction (Proposition 2 at the first BN layer: there the batch is an exact s
 population the formula uses, so agreement checks the measurement, not the proposition), and
 ``beyond the paper`` where the row asks more than the paper claims (the ``prop2_deep_*`` rows:
 Proposition 2 assumes i.i.d. inputs, which deeper layers do not see; Santurkar's claims on a
-ResNet, which the paper sets aside: :mod:`bnstudy.claims.annotate`, which also writes the notes
+ResNet, which the paper sets aside: :mod:`bnstudy.claims.say.annotate`, which also writes the notes
 on collapsed runs and on Luo §5's schedule); ``curve`` names the closed form and constant a
 Luo row is compared with (zeta, its multiple of 1/M, the ridge convention). The per-run metrics
-are in :mod:`bnstudy.claims.metrics` (Santurkar, Luo) and :mod:`bnstudy.claims.jitter`.
+are in :mod:`bnstudy.claims.values.metrics` (Santurkar, Luo) and
+:mod:`bnstudy.claims.values.jitter`.
 
 A row depends on the compared pair's runs only: a normalizer claim's metric is computed on the
 table's rows of that experiment and those two normalizers (a metric that pools experiments under
 a name of its own, Luo's loads, is computed once on the whole table). Every measured row also
 carries ``effect_sd`` (the paired differences' standard deviation), ``seeds_needed`` and
-``detectable_effect`` (:mod:`bnstudy.claims.power`), and ``p_value``, ``p_adjusted`` and
+``detectable_effect`` (:mod:`bnstudy.claims.decide.power`), and ``p_value``, ``p_adjusted`` and
 ``adjusted_verdict`` (Holm over the study's measured rows that are not implementation checks:
-:mod:`bnstudy.claims.multiplicity`).
+:mod:`bnstudy.claims.decide.multiplicity`).
 """
 
 from __future__ import annotations
@@ -50,13 +51,16 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from bnstudy.claims import beside, deviations, multiplicity, power, stage
-from bnstudy.claims import protocols as P
-from bnstudy.claims.annotate import annotate
-from bnstudy.claims.dannemann import dannemann_claim
+from bnstudy.claims.decide import multiplicity, power
+from bnstudy.claims.decide.dannemann import dannemann_claim
+from bnstudy.claims.decide.rules import rule_text
+from bnstudy.claims.declare import protocols as P
+from bnstudy.claims.declare.claim import Claim
 from bnstudy.claims.declared import CLAIMS
-from bnstudy.claims.pairing import IDS, Claim, Levels, contrast_rows, norm_rows, unmeasured
-from bnstudy.claims.rules import rule_text
+from bnstudy.claims.pairing import IDS, Levels, contrast_rows, norm_rows, unmeasured
+from bnstudy.claims.say import beside, deviations
+from bnstudy.claims.say.annotate import annotate
+from bnstudy.claims.values import stage
 
 __all__ = ["CLAIMS", "IDS", "Claim", "dannemann_claim", "evaluate"]
 
@@ -64,7 +68,7 @@ __all__ = ["CLAIMS", "IDS", "Claim", "dannemann_claim", "evaluate"]
 def with_aliases(claims, setups: dict[str, dict] | None) -> tuple[Claim, ...]:
     """The claims, each that pairs a built-in normalizer with a baseline also read on the
     user's normalizers declared ``claims_as`` that built-in (a setup's ``claims_as``,
-    :func:`bnstudy.claims.deviations.setups`): a user's normalizer is an arm like any other."""
+    :func:`bnstudy.claims.say.deviations.setups`): a user's normalizer is an arm like any other."""
     aliases: dict[str, set[str]] = {}
     for s in (setups or {}).values():
         for own, builtin in (s.get("claims_as") or {}).items():
@@ -82,8 +86,8 @@ def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95,
              setups: dict[str, dict] | None = None) -> pd.DataFrame:
     """The ledger of a study's tables ``frames`` at level ``level``; ``levels`` gives the
     experiments that added seeds in replication rounds the (higher) level of their stopping look
-    (:func:`bnstudy.claims.sequential.interval_levels`), used by every row over their runs;
-    ``setups`` each experiment's setting (:func:`bnstudy.claims.deviations.setups`), compared
+    (:func:`bnstudy.claims.decide.sequential.interval_levels`), used by every row over their runs;
+    ``setups`` each experiment's setting (:func:`bnstudy.claims.say.deviations.setups`), compared
     with the claim's paper protocol in the ``deviations`` column."""
     rows = []
     at = Levels.of(level, levels)
@@ -112,7 +116,8 @@ def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95,
     ledger = annotate(pd.DataFrame(rows), frames, {c.key: c.table for c in CLAIMS},
                       {c.key for c in CLAIMS if c.contrast is not None})
     tables = {c.key: c.table for c in CLAIMS}
-    ledger = stage.add_notes(ledger, frames, tables)
+    ledger = stage.add_notes(ledger, frames, tables,
+                             {c.key for c in CLAIMS if getattr(c.metric, "early", False)})
     ledger = deviations.add_columns(
         ledger, {"dannemann": P.DANNEMANN, **{c.key: c.protocol for c in CLAIMS}}, tables, setups)
     ledger = beside.add_absolute(ledger, frames)

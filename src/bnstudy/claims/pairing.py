@@ -1,19 +1,22 @@
-"""A ledger claim (:class:`Claim`) and its measured rows: normalizers paired inside one
-experiment (:func:`norm_rows`, each row computed from the compared pair's runs alone) or
-experiments paired by a contrast (:func:`contrast_rows`). :mod:`bnstudy.claims.ledger` lists
-the claims and states the rules."""
+"""A claim's measured rows, one row passed through the rooms (:mod:`bnstudy.claims`): a claim
+(:class:`bnstudy.claims.declare.claim.Claim`) whose per-run values are paired, normalizers inside
+one experiment (:func:`norm_rows`, each row computed from the compared pair's runs alone) or
+experiments paired by a contrast (:func:`contrast_rows`), decided by the claim's rule
+(:mod:`bnstudy.claims.decide`) and put in words (:mod:`bnstudy.claims.say`).
+:mod:`bnstudy.claims.ledger` states the rules."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
 
-from bnstudy.claims import skew, words
-from bnstudy.claims.contrast import Contrast, pairs
-from bnstudy.claims.rules import outcome_p, paired_effect, verdict
-from bnstudy.claims.sequential import row_look
+from bnstudy.claims.decide import skew
+from bnstudy.claims.decide.rules import outcome_p, paired_effect, verdict
+from bnstudy.claims.decide.sequential import row_look
+from bnstudy.claims.declare.claim import Claim
+from bnstudy.claims.declare.contrast import pairs
+from bnstudy.claims.say import words
 
 IDS = ["experiment", "dataset", "model"]
 
@@ -22,11 +25,12 @@ IDS = ["experiment", "dataset", "model"]
 class Levels:
     """The level of a row's interval: ``base`` (the study's ``ci``), or, for a row whose runs
     come from an experiment that added seeds in replication rounds, the level ``1 - alpha_k`` of
-    the look the row's own seeds were taken at (:func:`bnstudy.claims.sequential.row_look` of
+    the look the row's own seeds were taken at (:func:`bnstudy.claims.decide.sequential.row_look` of
     its paired seeds: a row whose arms stopped at look 1 while other arms of the experiment went
     on is read at look 1's level, not the experiment's last). ``by_experiment`` holds each
     experiment's stopping look's level, ``looks`` its planned rounds and every look's level up
-    to the stopping one (:func:`bnstudy.claims.sequential.interval_levels`). A row over several
+    to the stopping one (:func:`bnstudy.claims.decide.sequential.interval_levels`). A row over
+    several
     experiments takes the highest of theirs."""
 
     base: float = 0.95
@@ -51,38 +55,6 @@ class Levels:
             elif e in own:
                 out.append(own[e])
         return max(out)
-
-
-@dataclass(frozen=True)
-class Claim:
-    key: str
-    paper: str
-    claim: str
-    table: str
-    quantity: str
-    metric: Callable[[pd.DataFrame], pd.Series]  # table -> one value per (experiment, norm, seed)
-    norms: tuple[str, ...]
-    baseline: str | None = "none"  # None: the values themselves are the effect (one-sample)
-    rule: str = "less"
-    margin: float = 0.0
-    # where ``margin`` comes from, declared with it before any data: "paper: <figure, table or
-    # equation, and how the number was read>" or "project: <why this value>"
-    margin_source: str = ""
-    # the paper's own effect on the ledger's scale where the paper gives a number (None: it
-    # does not), and that number in the paper's words, printed beside ours
-    paper_effect: float | None = None
-    paper_words: str = ""
-    role: str = "test"  # or "implementation check", "beyond the paper": see the docstring
-    curve: Callable[[pd.DataFrame, str, str], str] | None = None  # (table, norm, experiment)
-    contrast: Contrast | None = None  # pairs experiments instead of normalizers (contrast.py)
-    # the row in words (claims/words.py): the quantity's short name, the effect's scale, and
-    # the compared side where it is not "<baseline>'s" (a contrast's other experiment)
-    what: str = ""
-    scale: str = "log"
-    versus: str = ""
-    # the paper's setting(s) the claim was made in (claims/protocols.py); a row's experiment is
-    # compared with the one that matches it (claims/deviations.py)
-    protocol: tuple = ()
 
 
 def paired_seeds(arm: pd.Series, against: pd.Series) -> int:
@@ -160,7 +132,7 @@ def norm_rows(c: Claim, base: dict, df: pd.DataFrame, values: pd.Series,
 
 def contrast_rows(c: Claim, base: dict, df: pd.DataFrame, values: pd.Series,
                   levels: Levels) -> list[dict] | str:
-    """Rows of a claim that pairs experiments (:mod:`bnstudy.claims.contrast`)."""
+    """Rows of a claim that pairs experiments (:mod:`bnstudy.claims.declare.contrast`)."""
     found = pairs(c.contrast, values, df, c.norms)
     if isinstance(found, str):
         return found

@@ -142,7 +142,7 @@ def parser() -> argparse.ArgumentParser:
                         '{"rounds": [...], "spending": ...}}: their rows are read at the level of '
                         'the look they stopped at')
     s.add_argument("--setup", type=json_arg, default={},
-                   help="each experiment's setting as JSON (bnstudy.claims.deviations.setups), "
+                   help="each experiment's setting as JSON (bnstudy.claims.say.deviations.setups), "
                         "compared with each claim's paper protocol in the ledger's deviations")
     s.add_argument("--out", required=True, help="the claims ledger (.parquet)")
 

@@ -256,7 +256,7 @@ def cmd_claims(a) -> None:
 
     from bnstudy import io
     from bnstudy.claims import ledger as claims
-    from bnstudy.claims import sequential
+    from bnstudy.claims.decide import sequential
 
     frames = {Path(p).stem: io.read_table(p) for p in a.tables}
     ran = frames.get("training", pd.DataFrame(columns=["experiment", "seed"]))

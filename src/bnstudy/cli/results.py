@@ -68,7 +68,7 @@ def default_results(config: str = DEFAULT_CONFIG) -> str:
 
 
 def cmd_ledger(a) -> None:
-    from bnstudy.claims import markdown as ledger_markdown
+    from bnstudy.claims.say import markdown as ledger_markdown
 
     if a.readme:
         from bnstudy.planning import counts as study_counts
@@ -123,7 +123,7 @@ def cmd_columns(a) -> None:
 
 def cmd_variance(a) -> None:
     from bnstudy import io
-    from bnstudy.claims import variance
+    from bnstudy.claims.values import variance
 
     for p in a.tables:
         out = variance.split_measure(Path(p).stem, io.read_table(p))
@@ -131,7 +131,7 @@ def cmd_variance(a) -> None:
 
 
 def cmd_compare(a) -> int:
-    from bnstudy.claims import compare
+    from bnstudy.claims.say import compare
 
     diff = compare.compare(read_ledger(a.a), read_ledger(a.b), a.tol)
     print(compare.text(diff, a.a, a.b))

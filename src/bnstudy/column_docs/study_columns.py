@@ -102,8 +102,8 @@ COLUMNS = {
         "quantity": ("string",
                      "the per-run number compared and how it is reduced (its scale: usually a "
                      "log)"),
-        "rule": ("string", "when the verdict is each outcome (bnstudy.claims.outcomes), from the "
-                           "interval"),
+        "rule": ("string", "when the verdict is each outcome (bnstudy.claims.decide.outcomes), "
+                           "from the interval"),
         "margin": "the smallest effect of interest, declared with the claim before data (its "
                   "scale; 0: none)",
         "margin_source": ("string", "where the margin comes from: `paper: <figure, table or "
@@ -114,17 +114,18 @@ COLUMNS = {
         "role": ("string", "`test`, `implementation check` or `beyond the paper`"),
         "curve": ("string", "Luo rows: the closed form and constant compared with"),
         "verdict": ("string", "`supported`, `contradicted at this setting`, `absent at this "
-                               "setting`, `undecided` or `not measured` (bnstudy.claims.outcomes)"),
+                               "setting`, `undecided` or `not measured` "
+                               "(bnstudy.claims.decide.outcomes)"),
         "note": ("string",
                  "why a row is not measured; collapsed or diverged runs, schedule confounds; "
-                 "the checkpoints a stage-matched row used (bnstudy.claims.stage); a verdict's "
-                 "course along an lr axis"),
+                 "the checkpoints a stage-matched row used (bnstudy.claims.values.stage); a "
+                 "verdict's course along an lr axis"),
         "protocol": ("string", "the paper's setting the claim was made in, in words "
-                               "(bnstudy.claims.protocols)"),
+                               "(bnstudy.claims.declare.protocols)"),
         "deviations": ("string",
                        "where the row's experiment departs from that protocol, '; '-separated, "
-                       "generated from the study config (bnstudy.claims.deviations); empty when "
-                       "the ledger was built without the config (a replication round)"),
+                       "generated from the study config (bnstudy.claims.say.deviations); empty "
+                       "when the ledger was built without the config (a replication round)"),
         "absolute_effect": "smoothness rows: the paired log ratio of the paper's absolute "
                            "quantity (loss range, gradient l2 change, beta_eff) on the same "
                            "runs and checkpoints",
@@ -143,8 +144,9 @@ COLUMNS = {
         "effect_mean": "mean over seeds of the paired effect",
         "ci_low": "lower end of the rule's interval at `interval_level` (skew-corrected t and "
                   "exact signed-rank, each at half the level, intersected: "
-                  "bnstudy.claims.robust)",
-        "ci_high": "upper end of the rule's interval at `interval_level` (bnstudy.claims.robust)",
+                  "bnstudy.claims.decide.robust)",
+        "ci_high": "upper end of the rule's interval at `interval_level` "
+                   "(bnstudy.claims.decide.robust)",
         "p_supported": "one-sided p-value of the supported outcome (the rule's, unscaled)",
         "p_contradicted": "one-sided p-value of the contradicted outcome (the rule's, unscaled)",
         "p_absent": "one-sided p-value of the absent outcome (NaN without a margin)",

@@ -42,7 +42,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from bnstudy import analyses, measures, plots
-from bnstudy.claims import deviations, reads
+from bnstudy.claims.declare import reads
+from bnstudy.claims.say import deviations
 from bnstudy.networks import norms
 from bnstudy.planning.codeversion import code_version
 from bnstudy.planning.figures import Figures
@@ -252,7 +253,7 @@ class Plan(Rounds, Figures, Resources, Training):
                                                                *extra]]
 
     def ledger_tables(self) -> list[str]:
-        """The tables the claims job reads (:data:`bnstudy.claims.reads.TABLES`)."""
+        """The tables the claims job reads (:data:`bnstudy.claims.declare.reads.TABLES`)."""
         return [self.res("tables", f"{t}.parquet") for t in [*self.tables, *self.analyses]
                 if t in reads.TABLES]
 

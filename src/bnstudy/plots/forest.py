@@ -2,10 +2,10 @@
 
 One row per measured paper test of the claims ledger (``tables/claims.parquet``), grouped by
 claim (one panel each, on the claim's own scale: the ledger's effect, a log ratio, points or a
-relative deviation): the rule's estimate and interval (:mod:`bnstudy.claims.robust`), coloured
-by the row's adjusted outcome (:mod:`bnstudy.claims.outcomes`), with 0, the claim's margin
-(dotted) and the paper's own effect where it gives one (a black diamond) marked, and the row's
-seeds beside it. Drawn from the ledger alone.
+relative deviation): the rule's estimate and interval (:mod:`bnstudy.claims.decide.robust`),
+coloured by the row's adjusted outcome (:mod:`bnstudy.claims.decide.outcomes`), with 0, the claim's
+margin (dotted) and the paper's own effect where it gives one (a black diamond) marked, and the
+row's seeds beside it. Drawn from the ledger alone.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from bnstudy import lazy
-from bnstudy.claims import outcomes as O
+from bnstudy.claims.decide import outcomes as O
 from bnstudy.plots import Family, Section, figure, finish, message, register, register_section
 
 plt = lazy.module("matplotlib.pyplot")

@@ -4,7 +4,7 @@ A policy (``replication: {rounds: [3, 6, 12, 24]}`` or ``{start: 3, max: 24}``, 
 or for the whole study) fixes the planned cumulative seed counts before any data: ``rounds``, or
 doubling from ``start`` until ``max`` (one or the other: both together are refused, so that no
 reader has to guess which wins), and the alpha ``spending`` over them
-(:mod:`bnstudy.claims.sequential`). Round ``k``'s seeds are the experiment's declared seeds
+(:mod:`bnstudy.claims.decide.sequential`). Round ``k``'s seeds are the experiment's declared seeds
 followed by the next unused integers, the first ``rounds[k]`` of them (:meth:`Policy.seeds`), so
 the rounds a study takes are a function of its config and its numbers alone.
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bnstudy.claims import outcomes, sequential
+from bnstudy.claims.decide import outcomes, sequential
 
 KEYS = ("start", "max", "rounds", "spending")
 
@@ -107,8 +107,8 @@ def continuing(ledger: pd.DataFrame, rules: dict[str, tuple[str, float]],
             d = sequential.decide_summary(rule, r.get("effect_mean", r["effect"]), r["effect_sd"],
                                           int(r["n_seeds"]), policy.rounds, look, margin, level,
                                           policy.spending, r.get("effect_skew", 0.0))
-            # the row's own verdict is the rule's (bnstudy.claims.robust) at its look's level;
-            # the summary's t part alone decides for a ledger without one
+            # the row's own verdict is the rule's (bnstudy.claims.decide.robust) at its look's
+            # level; the summary's t part alone decides for a ledger without one
             decided = (outcomes.outcome(r["verdict"]) in outcomes.DECIDED
                        if isinstance(r.get("verdict"), str) else d.verdict in outcomes.DECIDED)
             open_ |= not (decided or d.final)

@@ -25,7 +25,7 @@ import json
 import pandas as pd
 
 from bnstudy import io
-from bnstudy.claims import outcomes, sequential
+from bnstudy.claims.decide import outcomes, sequential
 from bnstudy.claims.ledger import evaluate
 from bnstudy.tables import aggregation
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from functools import cached_property
 
-from bnstudy.claims import reads
+from bnstudy.claims.declare import reads
 from bnstudy.replication.policy import Policy, policies
 
 
@@ -143,7 +143,7 @@ class Rounds:
 
     @property
     def round_tables(self) -> list[str]:
-        """The tables a round's ledger reads (:data:`bnstudy.claims.reads.TABLES`), not the
+        """The tables a round's ledger reads (:data:`bnstudy.claims.declare.reads.TABLES`), not the
         figure-only ones."""
         return [t for t in self.tables if t in reads.TABLES]
 

@@ -7,7 +7,7 @@ saying what was found and where it goes which way, its rows grouped by their mul
 adjusted verdict, each with its effect on the claim's scale, e.g. "BN does not reduce
 (gradient) internal covariate shift: supported at this setting on dln and star (1.56x and 4.2x
 the plain net's); contradicted at this setting on digits (0.16x)". Verdict words are
-:func:`bnstudy.claims.words.verdict_word`'s; effects are the ledger's (``exp(effect)`` for a
+:func:`bnstudy.claims.say.words.verdict_word`'s; effects are the ledger's (``exp(effect)`` for a
 claim on a log scale).
 
 :func:`by_paper` groups the ledger's deviations under the paper whose protocol they compare
@@ -22,7 +22,7 @@ import math
 import pandas as pd
 
 from bnstudy.claims import ledger as claims
-from bnstudy.claims import words
+from bnstudy.claims.say import words
 from bnstudy.report import summary
 
 UNDECIDED = ("inconclusive", "undecided")  # the undecided rows' verdict, old and new words

@@ -4,7 +4,7 @@ Built from the display rows of :mod:`bnstudy.report.summary` (the multiplicity-a
 verdicts), so it says nothing the ledger does not: how many paper tests were measured and
 decided, each decided row in words (the ledger's ``in_words``, with its claim and where), and
 for the undecided rows the seeds their observed effects and spreads would need
-(``seeds_needed``). Verdicts read as :func:`bnstudy.claims.words.verdict_word` says ('not
+(``seeds_needed``). Verdicts read as :func:`bnstudy.claims.say.words.verdict_word` says ('not
 supported' is 'contradicted at this setting': a confident opposite effect). The rows that are
 not paper tests (implementation checks, by-construction and beyond-the-paper rows, exact
 computations: :data:`bnstudy.report.summary.KINDS`) are counted in a sentence of their own.
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import statistics
 
-from bnstudy.claims import outcomes as O
-from bnstudy.claims import words
+from bnstudy.claims.decide import outcomes as O
+from bnstudy.claims.say import words
 
 SHOWN = 6  # decided rows spelled out per verdict; the rest are counted
 

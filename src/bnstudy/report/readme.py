@@ -10,9 +10,10 @@ A Markdown file holds a block::
 then, per study, what it found in a few generated sentences (one per decided claim:
 :func:`bnstudy.report.answer.sentences`), with one row per named results folder (relative to the
 file): its paper tests counted by their
-multiplicity-adjusted verdict, in the report's words (:func:`bnstudy.claims.words.verdict_word`),
-and the other measured rows (implementation checks, rows beyond the paper, ...) counted apart,
-as the report's headline counts them (:func:`bnstudy.report.summary.kind`).
+multiplicity-adjusted verdict, in the report's words
+(:func:`bnstudy.claims.say.words.verdict_word`), and the other measured rows (implementation checks,
+rows beyond the paper, ...) counted apart, as the report's headline counts them
+(:func:`bnstudy.report.summary.kind`).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from bnstudy.claims import markdown, words
-from bnstudy.claims import outcomes as O
+from bnstudy.claims.decide import outcomes as O
+from bnstudy.claims.say import markdown, words
 from bnstudy.report import summary
 
 BLOCK = re.compile(r"(<!-- verdicts: (?P<dirs>[^>]+?) -->\n)(?P<body>.*?)(<!-- /verdicts -->)",

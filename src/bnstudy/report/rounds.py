@@ -13,7 +13,7 @@ import html
 
 import pandas as pd
 
-from bnstudy.claims import outcomes as O
+from bnstudy.claims.decide import outcomes as O
 
 
 def _cell(r) -> str:

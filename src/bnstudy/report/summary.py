@@ -12,8 +12,8 @@ from __future__ import annotations
 import pandas as pd
 
 from bnstudy.claims import ledger as claims
-from bnstudy.claims import outcomes as O
-from bnstudy.claims import words
+from bnstudy.claims.decide import outcomes as O
+from bnstudy.claims.say import words
 
 # Cohen's d_z (mean / sd of the paired differences) is shown from this many seeds on: below
 # it the sd is too uncertain for the ratio to mean anything (values like -7.9e+03 at n = 3)
@@ -135,8 +135,9 @@ def anchor(r: pd.Series, section_of: dict[str, tuple[str, str]],
 def rows(ledger: pd.DataFrame, section_of: dict[str, tuple[str, str]],
          groups: set[str]) -> list[dict]:
     """One display dict per ledger row, in ledger order (each interval says its own level;
-    ``verdict_word``/``adjusted_word``: the verdicts in :func:`bnstudy.claims.words.verdict_word`'s
-    words; ``deviations``/``protocol``: the ledger's, '' where it has none)."""
+    ``verdict_word``/``adjusted_word``: the verdicts in
+    :func:`bnstudy.claims.say.words.verdict_word`'s words; ``deviations``/``protocol``: the
+    ledger's, '' where it has none)."""
     out = []
     for _, r in ledger.iterrows():
         role = r.get("role")
@@ -166,7 +167,7 @@ def rows(ledger: pd.DataFrame, section_of: dict[str, tuple[str, str]],
 
 
 def _ranked(verdicts) -> list[tuple[str, int, str]]:
-    """``[(verdict, count, words)]`` in the order of :data:`bnstudy.claims.outcomes.ALL`."""
+    """``[(verdict, count, words)]`` in the order of :data:`bnstudy.claims.decide.outcomes.ALL`."""
     order = O.ALL
     counts: dict[str, int] = {}
     for v in verdicts:
@@ -181,7 +182,7 @@ def found(display_rows: list[dict]) -> dict:
     disagree is 'mixed'), the other kinds of measured rows counted apart (``apart``: kind,
     what it means, counts), the measured rows (also grouped by claim, consecutive rows of one
     claim id together), and the unmeasured ones for one line. Verdicts are the
-    multiplicity-adjusted ones (:mod:`bnstudy.claims.multiplicity`)."""
+    multiplicity-adjusted ones (:mod:`bnstudy.claims.decide.multiplicity`)."""
     measured = [r for r in display_rows if r["measured"]]
     tests = [r for r in measured if r["kind"] == PAPER_TEST]
     by_claim: dict[str, set[str]] = {}

@@ -1,8 +1,8 @@
 """The report's "more seeds or more probes?" table: where each measure's per-run noise comes from.
 
 For each measure whose per-run values the ledger reads (smoothness, ics, partition density:
-:func:`bnstudy.claims.variance.split_measure`), one row per experiment and normalizer: how many
-of its quantities are dominated by the spread between seeds (``more seeds`` would help) and how
+:func:`bnstudy.claims.values.variance.split_measure`), one row per experiment and normalizer: how
+many of its quantities are dominated by the spread between seeds (``more seeds`` would help) and how
 many by the within-run part, and the median share of the within-run part in the variance of a
 run's value. The within-run part is lowered by more *replicates* within a run: probes per
 checkpoint (smoothness, ICS) or points (partition density), or by more seeds. Checkpoints and
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bnstudy.claims import variance
+from bnstudy.claims.values import variance
 
 MEASURES = ("smoothness", "ics", "partition_density")
 # what lowers a run's within-run part, per measure: replicates inside the run, never checkpoints
-# or layers (a fixed factor's levels: bnstudy.claims.variance)
+# or layers (a fixed factor's levels: bnstudy.claims.values.variance)
 OPTION = {"smoothness": "probes per checkpoint (smoothness.n_probes), or seeds; not more "
                         "checkpoints (they change the quantity)",
           "ics": "probe batch per checkpoint and layer (ics.probe_size), or seeds; not more "

@@ -87,7 +87,7 @@ def run_covariates(run: dict, data) -> dict:
 
 def training_schedule(t) -> str:
     """The run's learning-rate path and optimizer in words: equal for runs trained alike, so
-    that a contrast pairs only those (bnstudy.claims.contrast)."""
+    that a contrast pairs only those (bnstudy.claims.declare.contrast)."""
     parts = [f"lr {t.lr:g}" + (f" x M/{t.lr_reference_batch}" if t.lr_reference_batch else ""),
              t.lr_schedule]
     if t.lr_schedule in ("inverse_time", "exponential"):

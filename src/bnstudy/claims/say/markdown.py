@@ -8,11 +8,11 @@ the code produces, those statements are tables generated from each study's
     ...generated table...
     <!-- /ledger -->
 
-Each row shows its verdict, the multiplicity-adjusted one (:mod:`bnstudy.claims.multiplicity`)
-and the seeds it would need (:mod:`bnstudy.claims.power`),
-and ``python -m bnstudy ledger --readme README.md`` rewrites every block from the ledger of the
-results directory its opening line names (claims the study did not measure listed in one line
-under the table; a missing ledger is an error: run the study first).
+Each row shows its verdict, the multiplicity-adjusted one
+(:mod:`bnstudy.claims.decide.multiplicity`) and the seeds it would need
+(:mod:`bnstudy.claims.decide.power`), and ``python -m bnstudy ledger --readme README.md`` rewrites
+every block from the ledger of the results directory its opening line names (claims the study did
+not measure listed in one line under the table; a missing ledger is an error: run the study first).
 ``python -m bnstudy ledger results/<study>`` prints one study's table.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bnstudy.claims import outcomes as O
+from bnstudy.claims.decide import outcomes as O
 
 BLOCK = re.compile(r"(<!-- ledger: (?P<dir>[^>]+?) -->\n)(?P<body>.*?)(<!-- /ledger -->)",
                    re.DOTALL)
@@ -69,7 +69,7 @@ def _effect(row: pd.Series, base: float = 0.95) -> str:
 
 def base_level(ledger: pd.DataFrame) -> float:
     """The study's interval level: the lowest of its rows' (a replicated experiment's rows are
-    read at their stopping look's, higher: :mod:`bnstudy.claims.sequential`)."""
+    read at their stopping look's, higher: :mod:`bnstudy.claims.decide.sequential`)."""
     lv = pd.to_numeric(ledger.get("interval_level", pd.Series(dtype=float)), errors="coerce")
     return float(lv.min()) if lv.notna().any() else 0.95
 

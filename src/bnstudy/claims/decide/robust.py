@@ -3,7 +3,7 @@
 A row's paired per-seed differences are decided by two tests, each at half the row's level,
 and the row is decided when either decides (Bonferroni keeps the pair at the row's level):
 
-- the skewness-corrected t interval of their **mean** (:func:`bnstudy.claims.skew.bounds`, at
+- the skewness-corrected t interval of their **mean** (:func:`bnstudy.claims.decide.skew.bounds`, at
   level ``1 - alpha / 2``), the rule the ledger used alone until issue 46: powerful at few seeds
   on well-behaved differences;
 - the exact **Wilcoxon signed-rank** interval of their **Hodges-Lehmann shift** (the median of
@@ -14,12 +14,12 @@ and the row is decided when either decides (Bonferroni keeps the pair at the row
 
 The row's interval is the **intersection** of the two (:func:`bounds`): its lower end lies above
 a point ``c`` exactly when either test rejects "the effect is at most ``c``" at its half level,
-so every verdict read from it (:mod:`bnstudy.claims.rules`) is the combination's decision, and
-the ledger's ``effect`` is the Hodges-Lehmann estimate (the mean stays as ``effect_mean``).
+so every verdict read from it (:mod:`bnstudy.claims.decide.rules`) is the combination's decision,
+and the ledger's ``effect`` is the Hodges-Lehmann estimate (the mean stays as ``effect_mean``).
 Both parts estimate the same point when the differences are symmetric; on skewed differences
 the mean and the pseudo-median differ, and a decision then says that one of them lies beyond
 the boundary. :func:`one_sided_p` gives the combination's p-values, consistent with the
-interval (:mod:`bnstudy.claims.multiplicity`). Why this rule, and its simulated error rates:
+interval (:mod:`bnstudy.claims.decide.multiplicity`). Why this rule, and its simulated error rates:
 the simulation tests (``tests/test_robust_rule.py``) and ``/work/notes/issue46.md``.
 """
 
@@ -29,7 +29,7 @@ import functools
 
 import numpy as np
 
-from bnstudy.claims import skew as sk
+from bnstudy.claims.decide import skew as sk
 
 MAX_EXACT = 200  # seeds up to which the signed-rank distribution is computed exactly
 
@@ -94,7 +94,7 @@ def bounds(x, level):
     the intersection of the skew-corrected t interval and the exact signed-rank one, each at
     ``1 - (1 - level) / 2``. ``(nan, nan)`` with fewer than two values; an empty intersection
     (the two parts disagree) is returned as it is (``lo > hi``): no verdict reads it as
-    decisive in both directions, :func:`bnstudy.claims.rules.verdict` calls it undecided."""
+    decisive in both directions, :func:`bnstudy.claims.decide.rules.verdict` calls it undecided."""
     x = np.asarray(x, dtype=float)
     n = x.shape[-1]
     half = 1.0 - (1.0 - np.asarray(level, dtype=float)) / 2
@@ -133,8 +133,8 @@ def walsh_p(x, c: float) -> tuple[float, float]:
 
 def one_sided_p(x, c: float) -> tuple[float, float]:
     """(p below ``c``, p above ``c``) of the combination: twice the smaller of the t part's
-    (:func:`bnstudy.claims.skew.one_sided_p`) and the signed-rank part's, capped at 1, so that
-    ``p_above(c) < alpha / 2`` exactly when :func:`bounds`' lower end at ``1 - alpha`` lies
+    (:func:`bnstudy.claims.decide.skew.one_sided_p`) and the signed-rank part's, capped at 1, so
+    that ``p_above(c) < alpha / 2`` exactly when :func:`bounds`' lower end at ``1 - alpha`` lies
     above ``c`` (up to the t part's numerics)."""
     x = np.asarray(x, dtype=float)
     x = x[np.isfinite(x)]

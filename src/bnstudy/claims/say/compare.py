@@ -21,7 +21,7 @@ import math
 
 import pandas as pd
 
-from bnstudy.claims import outcomes as O
+from bnstudy.claims.decide import outcomes as O
 
 
 def _words(ledger: pd.DataFrame) -> pd.DataFrame:

@@ -20,7 +20,10 @@ verdict rules). Each maps a table to one value per (experiment, dataset, model, 
   compared pair's rows only (both arms of one experiment), so the replacement values come from
   that pair, never from another experiment or normalizer. NaN that is not a blow-up
   (``beta_eff`` at a zero gradient, which is undefined) is left out. Only the checkpoints where
-  neither arm of the pair has converged enter (:mod:`bnstudy.claims.stage`), as for :func:`ics`.
+  neither arm of the pair has converged enter (:mod:`bnstudy.claims.values.stage`), as for
+  :func:`ics`; with ``early``, only the early-training checkpoints
+  (:func:`bnstudy.claims.values.stage.early`: step <= 25% of the run, step 0 always), the stage at
+  which Santurkar et al. read the loss range and the gradient change.
 - :func:`final_train_loss`: ``log`` of the final training loss.
 - :func:`final_log`, :func:`final_percent`: a generalization column at each run's last
   checkpoint, as a log (losses, gamma^2) or a percentage (accuracies).
@@ -39,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from bnstudy import columns
-from bnstudy.claims import stage
+from bnstudy.claims.values import stage
 
 KEYS = ["experiment", "dataset", "model", "norm", "seed"]
 ICS_FLOOR = 1e-4
@@ -109,13 +112,14 @@ def final_percent(col: str) -> Callable[[pd.DataFrame], pd.Series]:
     return metric
 
 
-def smooth(col: str, per: str | None = None) -> Callable[[pd.DataFrame], pd.Series]:
+def smooth(col: str, per: str | None = None,
+           early: bool = False) -> Callable[[pd.DataFrame], pd.Series]:
     """The metric for ``col`` (``loss_variation`` = ``loss_max - loss_min``, or a column),
     divided at each checkpoint by column ``per`` (the point's own ``loss`` or ``grad_norm``)
-    when given."""
+    when given; over the early-training checkpoints only (:func:`stage.early`) with ``early``."""
 
     def metric(df: pd.DataFrame) -> pd.Series:
-        d = stage.matched(df, stage.LOSS["smoothness"]).copy()
+        d = stage.matched(stage.early(df) if early else df, stage.LOSS["smoothness"]).copy()
         if col == "loss_variation":
             v = d["loss_max"] - d["loss_min"]
             blown = ~(np.isfinite(d["loss_max"]) & np.isfinite(d["loss_min"]))
@@ -137,6 +141,7 @@ def smooth(col: str, per: str | None = None) -> Callable[[pd.DataFrame], pd.Seri
         d["log_value"] = np.log(v)
         return per_run(d[np.isfinite(d["log_value"])], "log_value")
 
+    metric.early = early  # read by the ledger's notes (stage.add_notes)
     return metric
 
 

@@ -2,10 +2,10 @@
 
 The effect of a claim is paired by seed: for each seed, the claim's per-run quantity of the arm
 minus the baseline's (:func:`paired_effect`); the ledger reports the rule's own estimate (the
-Hodges-Lehmann shift) and interval (:mod:`bnstudy.claims.robust`: the skew-corrected t interval
-and the exact signed-rank one, each at half the level, intersected), the mean (``effect_mean``),
-the differences' sample skewness and Cohen's d_z. The verdict comes from the interval alone
-(:func:`verdict`; the words are :mod:`bnstudy.claims.outcomes`'):
+Hodges-Lehmann shift) and interval (:mod:`bnstudy.claims.decide.robust`: the skew-corrected t
+interval and the exact signed-rank one, each at half the level, intersected), the mean
+(``effect_mean``), the differences' sample skewness and Cohen's d_z. The verdict comes from the
+interval alone (:func:`verdict`; the words are :mod:`bnstudy.claims.decide.outcomes`'):
 
 - ``less`` ("X reduces Y"): supported if the CI lies below 0, contradicted at this setting if it
   lies above 0, and, with a margin ``m > 0`` (the smallest effect of interest the claim
@@ -28,8 +28,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bnstudy.claims import outcomes as O
-from bnstudy.claims import robust, skew
+from bnstudy.claims.decide import outcomes as O
+from bnstudy.claims.decide import robust, skew
 
 RULES = ("less", "more", "no_less", "no_more", "equivalent")
 
@@ -77,7 +77,7 @@ def verdict(rule: str, lo: float, hi: float, margin: float) -> str:
 
 def paired_effect(a: pd.Series, b: pd.Series, level: float) -> dict:
     """The rule's estimate (``effect``: Hodges-Lehmann) and interval
-    (:func:`bnstudy.claims.robust.bounds`), the mean (``effect_mean``), d_z (mean / sd),
+    (:func:`bnstudy.claims.decide.robust.bounds`), the mean (``effect_mean``), d_z (mean / sd),
     standard deviation (``effect_sd``) and sample skewness (``effect_skew``) of a - b over the
     seeds both have (finite values only)."""
     diff = (a - b).dropna()
@@ -98,7 +98,7 @@ def paired_effect(a: pd.Series, b: pd.Series, level: float) -> dict:
 
 def outcome_p(rule: str, x, margin: float) -> dict:
     """The one-sided p-values of each decisive outcome of ``rule`` on the differences ``x``
-    (:func:`bnstudy.claims.robust.one_sided_p`), consistent with :func:`verdict` on the
+    (:func:`bnstudy.claims.decide.robust.one_sided_p`), consistent with :func:`verdict` on the
     interval at any level ``1 - alpha``: an outcome is reached iff its p-value is below
     ``alpha / 2`` (``equivalent``'s supported: the larger of the two, TOST). Keys ``p_supported``,
     ``p_contradicted`` and ``p_absent`` (NaN where the rule has no such outcome)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bnstudy.claims import outcomes as O
+from bnstudy.claims.decide import outcomes as O
 
 
 def dannemann_claim(df: pd.DataFrame | None) -> list[dict]:

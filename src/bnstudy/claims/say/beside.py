@@ -2,12 +2,13 @@
 verdict moves along a learning-rate axis.
 
 - :func:`add_absolute`: Santurkar et al. plot the loss range and the gradient's l2 change along
-  the gradient in absolute units (Figs. 4 and 10). The ``lipschitz`` and ``grad_pred`` rows decide
-  on those quantities relative to the point's own loss and gradient norm (comparable across
-  training stages); beside them the ledger gives the paired log ratio of the absolute quantity
-  (``absolute_effect`` with its interval at the row's own level), computed on the same runs and
-  the same stage-matched checkpoints. ``beta_smooth`` is absolute already (its effect is
-  repeated). Which one decides is stated by the claim's protocol (``decides``).
+  the gradient in absolute units (Figs. 4 and 10); the ``lipschitz`` and ``grad_pred`` paper
+  tests decide on those, in early training. Beside the relative rows (``lipschitz_rel``,
+  ``grad_pred_rel``: relative to the point's own loss and gradient norm, beyond the paper) the
+  ledger gives the paired log ratio of the absolute quantity (``absolute_effect`` with its
+  interval at the row's own level), computed on the same runs and the same stage-matched
+  checkpoints (every one). ``beta_smooth`` is absolute already (its effect is repeated). Which
+  one decides is stated by the claim's protocol (``decides``).
 - :func:`add_lr_notes`: where a study runs the same claim on experiments that differ only in the
   learning rate (an lr axis), each of those rows' note states the verdicts along the axis, e.g.
   ``along the lr axis (after Holm): contradicted at this setting at lr 0.001, 0.003; supported
@@ -20,10 +21,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bnstudy.claims import metrics as cm
-from bnstudy.claims import outcomes as O
-from bnstudy.claims import stage
-from bnstudy.claims.rules import paired_effect
+from bnstudy.claims.decide import outcomes as O
+from bnstudy.claims.decide.rules import paired_effect
+from bnstudy.claims.values import metrics as cm
+from bnstudy.claims.values import stage
 
 # the relative rows (beyond the paper) carry the paper's absolute quantity beside them (the
 # absolute rows, lipschitz and grad_pred, are the paper tests themselves)

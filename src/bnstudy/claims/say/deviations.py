@@ -2,7 +2,7 @@
 
 :func:`deviations` compares one experiment's setup (its dataset kind and options, model,
 training and measure options: :func:`setups` builds them from a flat study config) with a
-:class:`bnstudy.claims.protocols.Protocol` and returns the concrete differences, e.g. ``lr
+:class:`bnstudy.claims.declare.protocols.Protocol` and returns the concrete differences, e.g. ``lr
 0.001 vs the paper's 0.01 (1e-6 on the summed squared error ...)`` or ``1000 of 10,000
 steps``. :func:`add_columns` writes them into the ledger (``deviations``, joined by ``; ``;
 ``protocol``, the paper's setting in words) for every measured row. Nothing here is written by
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from bnstudy.claims.protocols import Protocol, pick
+from bnstudy.claims.declare.protocols import Protocol, pick
 
 if TYPE_CHECKING:  # the plan imports setups() when the Snakefile is read: no pandas there
     import pandas as pd

@@ -25,15 +25,16 @@ d_z = 2.5, 41% (62%). In exchange a single 95% look at 5 seeds gives wrong decis
 3.7% (normal), 7.5% (exponential), 11% (lognormal) of the time against 5%, 12% and 18%.
 
 No interval is exactly valid for the mean of an arbitrary skewed law at 3 seeds (Bahadur &
-Savage 1956); the correction is first order, and :mod:`bnstudy.claims.sequential` adds an
+Savage 1956); the correction is first order, and :mod:`bnstudy.claims.decide.sequential` adds an
 alpha spending that puts almost nothing on the first looks. Simulated rates of the combination
 are in that module's docstring.
 
 :func:`one_sided_p` gives the p-values consistent with the interval: at level ``1 - alpha`` the
 lower end lies above ``c`` exactly when ``p_above(c) < alpha / 2`` (and the upper end below ``c``
-when ``p_below(c) < alpha / 2``), so :mod:`bnstudy.claims.multiplicity` and the verdicts agree.
-:func:`skew_flag` says whether a row's skewness is too large for normal differences at its seed
-count (the Student-t interval's assumption fails there and the verdict rests on the correction).
+when ``p_below(c) < alpha / 2``), so :mod:`bnstudy.claims.decide.multiplicity` and the verdicts
+agree. :func:`skew_flag` says whether a row's skewness is too large for normal differences at its
+seed count (the Student-t interval's assumption fails there and the verdict rests on the
+correction).
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ boundary inflates the error rate: each look is another chance for a fixed-level 
 This module uses a **group-sequential alpha split over the planned looks**: a claim's planned
 rounds are cumulative seed counts fixed before any data (e.g. ``[3, 6, 12, 24]``); at look ``k``
 the paired per-seed differences of the first ``rounds[k]`` seeds give the ledger's interval
-(:func:`bnstudy.claims.robust.bounds` since issue 46: the Student-t interval widened for skewed
-differences, :func:`bnstudy.claims.skew.bounds`, and the exact signed-rank interval, each at
-half the look's alpha, intersected; the table below predates the signed-rank part, whose
+(:func:`bnstudy.claims.decide.robust.bounds` since issue 46: the Student-t interval widened for
+skewed differences, :func:`bnstudy.claims.decide.skew.bounds`, and the exact signed-rank interval,
+each at half the look's alpha, intersected; the table below predates the signed-rank part, whose
 simulated rates are in ``tests/test_robust_rule.py``) at level ``1 - alpha_k``, where the
 overall ``alpha = 1 - level`` is split over the ``K`` looks (:func:`look_alphas`) by an
 alpha-spending function ``A(t)`` of the information fraction
@@ -24,11 +24,11 @@ intervals cover the true mean paired difference *simultaneously* with probabilit
 ``level`` whenever each look's interval has its nominal coverage (exactly for normal
 differences with the Student-t part; to first order in ``n^-1/2`` for skewed ones with Hall's
 part): the intervals form a confidence sequence over the planned looks, valid whatever rule
-decides when to stop among them. Every wrong verdict of :func:`bnstudy.claims.rules.verdict`
+decides when to stop among them. Every wrong verdict of :func:`bnstudy.claims.decide.rules.verdict`
 needs an interval that misses the truth, so the chance of a wrong decisive verdict over all
 rounds is at most ``1 - level`` up to that approximation.
 
-**Why this rule (simulated by :mod:`bnstudy.claims.simulation`, 20,000 repetitions per case,
+**Why this rule (simulated by :mod:`bnstudy.claims.decide.simulation`, 20,000 repetitions per case,
 rule ``less`` at the boundary, wrong-decisive rate, either sign of skew alike).** Looks
 ``[3, 6, 12, 24]``:
 
@@ -46,7 +46,7 @@ With the shipped rule the other shipped plans give: ``[3, 6, 12]`` 3.8 / 3.4 / 6
 ``[3, 6]`` 3.6 / 2.8 / 7.7 / 11.9%, ``[5, 10]`` 3.7 / 3.4 / 6.6 / 10.8%, ``[3, 6, 12, 24, 48]``
 4.2 / 4.0 / 4.1 / 6.3%. Most of the remaining error is at the last look (a single 5% interval at
 12 seeds misses 6-9% on lognormal differences): skew that strong is flagged in the ledger
-(:func:`bnstudy.claims.skew.skew_flag`). Power on a real effect (normal, d_z = 1.5) is kept:
+(:func:`bnstudy.claims.decide.skew.skew_flag`). Power on a real effect (normal, d_z = 1.5) is kept:
 ``[3, 6, 12]`` decides 98.5% (Student-t with the equal split: 98.2%), ``[5, 10]`` 95.6%
 (96.6%), ``[3, 6]`` 69% (71%).
 Experiments mostly run to their last round, and the O'Brien-Fleming shape spends the alpha
@@ -63,10 +63,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bnstudy.claims import outcomes as O
-from bnstudy.claims import robust
-from bnstudy.claims import skew as sk
-from bnstudy.claims.rules import RULES, verdict
+from bnstudy.claims.decide import outcomes as O
+from bnstudy.claims.decide import robust
+from bnstudy.claims.decide import skew as sk
+from bnstudy.claims.decide.rules import RULES, verdict
 
 SPENDING = ("obf", "equal", "linear")
 DEFAULT_SPENDING = "obf"
@@ -158,7 +158,7 @@ class Decision:
     look: int  # 0-based index into rounds
     n_seeds: int  # finite paired differences used at this look
     effect: float
-    skew: float  # their sample skewness (bnstudy.claims.skew)
+    skew: float  # their sample skewness (bnstudy.claims.decide.skew)
     ci_low: float
     ci_high: float
     look_level: float  # the per-look interval's level, 1 - alpha_k
@@ -231,7 +231,7 @@ def decide_summary(rule: str, effect: float, sd: float, n_seeds: int, rounds, lo
 
 
 def verdict_codes(rule: str, lo, hi, margin: float) -> np.ndarray:
-    """:func:`bnstudy.claims.rules.verdict` on arrays: 1 supported, -1 contradicted, 2 absent
+    """:func:`bnstudy.claims.decide.rules.verdict` on arrays: 1 supported, -1 contradicted, 2 absent
     (a directional rule with a margin), 0 undecided."""
     lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
     absent = np.zeros(lo.shape, dtype=bool)

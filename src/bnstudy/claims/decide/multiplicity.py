@@ -6,10 +6,10 @@ Each measured row gets the p-value of its own rule's decision (:func:`rule_p_val
 that the per-row verdict is decisive exactly when ``p < alpha``:
 
 - ``less`` / ``more``: the two one-sided tests of the mean effect against 0 that the row's
-  interval implies (:func:`bnstudy.claims.skew.one_sided_p`: the larger of the paired t-test's
-  and Hall's skewness-corrected one's), one per decisive verdict (``supported``: the interval
-  lies below 0 for ``less``; ``not supported``: it lies above), each at ``alpha / 2`` as the
-  two-sided interval implies; the row's p-value is ``2 min(p_supported, p_not_supported)``;
+  interval implies (:func:`bnstudy.claims.decide.skew.one_sided_p`: the larger of the paired
+  t-test's and Hall's skewness-corrected one's), one per decisive verdict (``supported``: the
+  interval lies below 0 for ``less``; ``not supported``: it lies above), each at ``alpha / 2`` as
+  the two-sided interval implies; the row's p-value is ``2 min(p_supported, p_not_supported)``;
 - ``no_less`` / ``no_more``: the same against the margin point ``-margin`` / ``+margin``;
 - ``equivalent``: TOST for ``supported`` (``p_supported = max`` of the one-sided tests that
   the mean exceeds ``-margin`` and lies below ``+margin``) and the one-sided test beyond the
@@ -26,7 +26,7 @@ the row's own). Rows without a p-value (fewer than two seeds, not measured, Dann
 computation) are not in the family and keep their verdict.
 
 A row read at a sequential look (``interval_level`` below ``level``: its experiment added seeds
-in replication rounds, :mod:`bnstudy.claims.sequential`) enters the family with its p-value
+in replication rounds, :mod:`bnstudy.claims.decide.sequential`) enters the family with its p-value
 scaled by ``alpha / alpha_k`` (capped at 1): decisive exactly when its own look's interval is,
 and a valid p-value whatever look the study stopped at (the union bound over the planned looks),
 so Holm's guarantee holds over rounds too.
@@ -37,8 +37,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bnstudy.claims import outcomes as O
-from bnstudy.claims import skew as sk
+from bnstudy.claims.decide import outcomes as O
+from bnstudy.claims.decide import skew as sk
 
 FAMILY_EXCLUDED_ROLES = ("implementation check",)
 
@@ -88,7 +88,7 @@ P_COLUMNS = {"p_supported": O.SUPPORTED, "p_contradicted": O.CONTRADICTED,
 
 def _row_p(r, rule) -> tuple[float, dict]:
     """A row's p-value (twice the smallest of its outcomes' one-sided p-values, the rule's own:
-    :func:`bnstudy.claims.rules.outcome_p`) and those one-sided p-values by outcome; a row
+    :func:`bnstudy.claims.decide.rules.outcome_p`) and those one-sided p-values by outcome; a row
     without them (an older ledger) gets the t part's :func:`rule_p_value` alone."""
     own = {O_: float(r[c]) for c, O_ in P_COLUMNS.items()
            if c in r and r[c] is not None and pd.notna(r[c])}

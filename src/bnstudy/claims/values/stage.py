@@ -13,8 +13,20 @@ and the other has not is dropped for both arms of that seed, and the row says wh
 a blow-up in the smoothness metrics.
 
 :func:`matched` is applied by the per-run metrics of the smoothness and ICS claims
-(:mod:`bnstudy.claims.metrics`) to the compared pair's rows, so both arms of a seed are averaged
-over the same checkpoints.
+(:mod:`bnstudy.claims.values.metrics`) to the compared pair's rows, so both arms of a seed are
+averaged over the same checkpoints.
+
+:func:`early` keeps the early-training checkpoints: those at step <= :data:`EARLY` (a quarter)
+of the experiment's last checkpoint step, its first checkpoint (step 0) always among them.
+Santurkar et al. read their landscape differences in early training: the plain net's loss
+"has a very wide range of values along the direction of the gradient, especially in the initial
+phases of training" ("in the later stages, the network is already close to convergence"; §3.2,
+Fig. 4a), and the gradient predictiveness differs by "close to two orders of magnitude ...
+especially early in training" (Fig. 4b). The paper tests of those two quantities
+(``lipschitz``, ``grad_pred``) therefore average over the early checkpoints only; the other
+smoothness rows keep every checkpoint. The window is declared here, before any data, as a
+fraction of the schedule (the paper names no step); :func:`early` is applied before
+:func:`matched`, so the window is the protocol's schedule, not what stage matching leaves.
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 FLOOR = 1e-2
+EARLY = 0.25  # the early-training window: steps <= EARLY x the experiment's last checkpoint
 LOSS = {"smoothness": "loss", "ics": "batch_loss"}  # each table's training-loss column
 RUN = ["experiment", "norm", "seed"]
 
@@ -35,6 +48,19 @@ def converged(df: pd.DataFrame, loss: str) -> pd.Series:
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = df[loss].astype(float) / start.astype(float)
     return pd.Series(np.isfinite(rel) & (rel <= FLOOR), index=df.index)
+
+
+def early(df: pd.DataFrame) -> pd.DataFrame:
+    """``df``'s rows at the early-training checkpoints of their experiment: step <= :data:`EARLY`
+    x its last checkpoint step, and its first checkpoint whatever the schedule (so a run always
+    has one early checkpoint: step 0, at initialization)."""
+    if "step" not in df or df.empty:
+        return df
+    step = df["step"].astype(float)
+    by = df["experiment"] if "experiment" in df else pd.Series(0, index=df.index)
+    last = step.groupby(by).transform("max")
+    first = step.groupby(by).transform("min")
+    return df[((step <= EARLY * last) | (step == first)).to_numpy()]
 
 
 def matched(df: pd.DataFrame, loss: str) -> pd.DataFrame:
@@ -67,6 +93,19 @@ def stage_note(df: pd.DataFrame, loss: str) -> str:
             f"{FLOOR:g} x its initial training loss (a converged net against an unconverged one)")
 
 
+def early_note(df: pd.DataFrame) -> str:
+    """Which checkpoints :func:`early` kept from ``df``, in words ("" if it kept them all)."""
+    if "step" not in df or df.empty:
+        return ""
+    kept = sorted(set(int(s) for s in early(df)["step"]))
+    every = sorted(set(int(s) for s in df["step"]))
+    if kept == every:
+        return ""
+    return (f"early training: steps {', '.join(map(str, kept))} of "
+            f"{', '.join(map(str, every))} (step <= {EARLY:g} x the last checkpoint, as "
+            "Santurkar et al. read it)")
+
+
 def pair_rows(df: pd.DataFrame, row) -> pd.DataFrame:
     """The rows of table ``df`` a ledger row compares: its experiment, its arm and baseline."""
     pair = [str(row.get("norm", "")), str(row.get("baseline", ""))]
@@ -75,9 +114,11 @@ def pair_rows(df: pd.DataFrame, row) -> pd.DataFrame:
 
 
 def add_notes(ledger: pd.DataFrame, frames: dict[str, pd.DataFrame],
-              tables: dict[str, str]) -> pd.DataFrame:
+              tables: dict[str, str], early_claims=()) -> pd.DataFrame:
     """``ledger`` with each stage-matched row's :func:`stage_note` added to its ``note``
-    (``tables``: each claim's table; only the tables of :data:`LOSS` are stage-matched)."""
+    (``tables``: each claim's table; only the tables of :data:`LOSS` are stage-matched); the
+    rows of ``early_claims`` (claim ids whose metric reads early training only) also say which
+    checkpoints that kept (:func:`early_note`), and are stage-matched over those."""
     out = ledger.copy()
     if "experiment" not in out:
         return out
@@ -88,7 +129,10 @@ def add_notes(ledger: pd.DataFrame, frames: dict[str, pd.DataFrame],
                 or not {"experiment", "norm"} <= set(df)):
             continue
         rows = pair_rows(df, r)
-        note = stage_note(rows, LOSS[table])
+        notes = [stage_note(rows, LOSS[table])]
+        if r["claim_id"] in early_claims:
+            notes = [early_note(rows), stage_note(early(rows), LOSS[table])]
+        note = "; ".join(n for n in notes if n)
         if note:
             old = str(r.get("note", "") or "")
             out.at[i, "note"] = f"{old}; {note}" if old else note

@@ -1,8 +1,9 @@
-"""Monte Carlo of the sequential rule (:mod:`bnstudy.claims.sequential`): the verdicts it reaches
-on simulated paired differences (normal, skewed, heavy-tailed, or with seeds that blow up) and
-where it stops. The error and power rates that module's docstring gives come from
-:func:`simulate`; the tests check them. The rule is the ledger's (:mod:`bnstudy.claims.robust`);
-``rule_bounds`` picks the skew-corrected t interval alone (the rule before issue 46) to compare.
+"""Monte Carlo of the sequential rule (:mod:`bnstudy.claims.decide.sequential`): the verdicts it
+reaches on simulated paired differences (normal, skewed, heavy-tailed, or with seeds that blow up)
+and where it stops. The error and power rates that module's docstring gives come from
+:func:`simulate`; the tests check them. The rule is the ledger's
+(:mod:`bnstudy.claims.decide.robust`); ``rule_bounds`` picks the skew-corrected t interval alone
+(the rule before issue 46) to compare.
 
 A distribution's "true effect" has two readings for the rule's two parts, the mean and the
 pseudo-median (the Hodges-Lehmann target); they agree for symmetric laws. :func:`centres` gives
@@ -15,10 +16,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnstudy.claims import robust
-from bnstudy.claims import skew as sk
-from bnstudy.claims.rules import RULES
-from bnstudy.claims.sequential import DEFAULT_SPENDING, check_rounds, look_alphas, verdict_codes
+from bnstudy.claims.decide import robust
+from bnstudy.claims.decide import skew as sk
+from bnstudy.claims.decide.rules import RULES
+from bnstudy.claims.decide.sequential import (
+    DEFAULT_SPENDING,
+    check_rounds,
+    look_alphas,
+    verdict_codes,
+)
 
 
 def boundary(rule: str, margin: float) -> float:

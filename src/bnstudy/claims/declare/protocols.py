@@ -8,7 +8,7 @@ paper's own number and loss), steps, batch size, where and when the quantity is 
 (``where``; the probe range of the smoothness measure in ``probes``) and which quantity decides
 (``decides``). A claim may name several (Santurkar's smoothness: the DLN of App. A and the VGG
 on CIFAR-10); a row takes the one that matches its experiment (:func:`pick`).
-:mod:`bnstudy.claims.deviations` compares an experiment's config with it and writes the
+:mod:`bnstudy.claims.say.deviations` compares an experiment's config with it and writes the
 concrete differences into the ledger's ``deviations`` column, so that no verdict reads as a
 statement about the paper's setting when it was measured in another.
 """
@@ -81,9 +81,9 @@ def pick(protocols: tuple[Protocol, ...], arch: str | None, kind: str | None) ->
 
 # -- Santurkar et al. 2018, App. A ---------------------------------------------------------
 CLASSIFICATION = ("digits", "star2d", "mnist", "cifar100", "svhn", "two_moons")
-DECIDES = ("the paper's loss range, gradient l2 change and beta_eff along the gradient (the "
-           "ledger's absolute_effect); its lipschitz and grad_pred rows decide on the first two "
-           "relative to the point's own loss and gradient norm, so that training stages compare")
+DECIDES = ("the paper's loss range and gradient l2 change along the gradient in early training "
+           "(the lipschitz and grad_pred rows: checkpoints at step <= 25% of the run, "
+           "claims.stage.early), and beta_eff over training")
 SANTURKAR_DLN = Protocol(
     "Santurkar App. A (Figs. 5, 10)", ("gaussian_linear",),
     "Gaussian inputs, 1000 samples, y = Ax with A 10x10", ("dln",), "a 25-layer deep linear "

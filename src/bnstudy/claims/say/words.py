@@ -7,7 +7,7 @@ none's [1.1x, 14x]", and :func:`rule_words` says what each outcome means for
 the row's rule and margin, e.g. for "BN does not reduce ICS": "supported: batchnorm's ICS is
 reliably above 0.8x none's; contradicted at this setting: reliably below it". A claim declares
 its scale and a short name for its quantity (``scale``, ``what`` on
-:class:`~bnstudy.claims.pairing.Claim`).
+:class:`~bnstudy.claims.declare.claim.Claim`).
 
 Scales: ``log`` (effect = log(arm / baseline), shown as a ratio ``exp(effect)``), ``points``
 (a difference in percentage points), ``relative`` (arm / reference - 1, shown in percent),
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from bnstudy.claims import outcomes as O
+from bnstudy.claims.decide import outcomes as O
 
 SCALES = ("log", "points", "relative", "diff")
 
@@ -122,9 +122,9 @@ def rule_words(rule: str, margin: float, *, scale: str, what: str, norm: str = "
     raise ValueError(f"unknown rule {rule!r}")
 
 
-# The ledger's outcomes are written in their own words everywhere (bnstudy.claims.outcomes defines
-# them once); 'contradicted at this setting' means a confident effect on the rule's other side,
-# not an absence of evidence; 'undecided' means the interval straddles the rule's boundary.
+# The ledger's outcomes are written in their own words everywhere (bnstudy.claims.decide.outcomes
+# defines them once); 'contradicted at this setting' means a confident effect on the rule's other
+# side, not an absence of evidence; 'undecided' means the interval straddles the rule's boundary.
 VERDICT_WORDS = {v: v for v in O.ALL}
 VERDICT_MEANING = dict(O.MEANING)
 

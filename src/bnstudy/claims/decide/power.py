@@ -2,15 +2,15 @@
 
 A row's verdict is decisive when its interval at its own level (``interval_level``: the study's
 ``ci``, or its replication look's ``1 - alpha_k``) clears the rule's boundary (0, or the margin:
-:mod:`bnstudy.claims.rules`), and it survives the multiplicity adjustment when its p-value also
-clears Holm's threshold at its rank in the study's family (:mod:`bnstudy.claims.multiplicity`):
-``alpha_k / (m - j + 1)`` for the ``j``-th smallest of ``m`` p-values. That is the **level used**
-(``power_level`` = 1 minus it; the row's own level for a row outside the family), and the power
-columns are computed at it, as the one-sided paired t-test towards the boundary at half of it.
-The distance that matters is the effect's distance from the nearer boundary (:func:`distance`:
-``|effect|`` for ``less`` / ``more``, ``|effect -+ margin|`` for ``no_more`` / ``no_less``,
-``|margin - |effect||`` for ``equivalent``). With the paired differences' standard deviation
-``sd``:
+:mod:`bnstudy.claims.decide.rules`), and it survives the multiplicity adjustment when its p-value
+also clears Holm's threshold at its rank in the study's family
+(:mod:`bnstudy.claims.decide.multiplicity`): ``alpha_k / (m - j + 1)`` for the ``j``-th smallest of
+``m`` p-values. That is the **level used** (``power_level`` = 1 minus it; the row's own level for a
+row outside the family), and the power columns are computed at it, as the one-sided paired t-test
+towards the boundary at half of it. The distance that matters is the effect's distance from the
+nearer boundary (:func:`distance`: ``|effect|`` for ``less`` / ``more``, ``|effect -+ margin|`` for
+``no_more`` / ``no_less``, ``|margin - |effect||`` for ``equivalent``). With the paired differences'
+standard deviation ``sd``:
 
 - ``seeds_needed``: the smallest number of seeds ``n >= 2`` at which that test has 80% power
   (:data:`POWER`) for a true effect at the observed distance and spread,
@@ -21,7 +21,7 @@ The distance that matters is the effect's distance from the nearer boundary (:fu
   t statistic); ``seeds_needed_high`` is infinite where that interval reaches the boundary.
   Infinite where the effect sits on the boundary (or beyond :data:`MAX_SEEDS`). A planning
   figure for normal differences: the ledger's interval is a little wider on skewed ones
-  (:mod:`bnstudy.claims.skew`), and a sequential row's later looks use their own levels;
+  (:mod:`bnstudy.claims.decide.skew`), and a sequential row's later looks use their own levels;
 - ``detectable_effect``: the smallest distance from the boundary that the current ``n`` seeds
   resolve with 80% power at the observed spread and the level used (in the effect's units).
 
@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from bnstudy import lazy
-from bnstudy.claims import multiplicity
+from bnstudy.claims.decide import multiplicity
 
 stats = lazy.module("scipy.stats")
 smpower = lazy.module("statsmodels.stats.power")  # imported on first use (start-up cost)

@@ -17,7 +17,8 @@ import functools
 from pathlib import Path
 
 # read whatever the claims are: the training table (seed counts, collapse and warm-up notes,
-# bnstudy.claims.annotate) and the Dannemann analysis' (its ledger rows, bnstudy.claims.dannemann)
+# bnstudy.claims.say.annotate) and the Dannemann analysis' (its ledger rows,
+# bnstudy.claims.decide.dannemann)
 ALWAYS = ("training", "dannemann")
 TABLE_ARG = 3  # Claim(key, paper, claim, table, ...)
 
@@ -34,7 +35,7 @@ def claim_tables(source: str, where: str = "<source>") -> set[str]:
         if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
             raise ValueError(f"{where}, line {node.lineno}: a Claim's table must be a string "
                              f"literal (Claim(key, paper, claim, \"<table>\", ...)), so that "
-                             f"bnstudy.claims.reads knows the claims job's inputs without "
+                             f"bnstudy.claims.declare.reads knows the claims job's inputs without "
                              f"importing the ledger; got {ast.unparse(arg) if arg else 'none'}")
         out.add(arg.value)
     return out
@@ -45,7 +46,7 @@ def tables() -> tuple[str, ...]:
     """Every table a claim of the package declares, and :data:`ALWAYS`, sorted (read once a
     process, when first asked for: :data:`TABLES`)."""
     found = set(ALWAYS)
-    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
+    for path in sorted(Path(__file__).resolve().parents[1].rglob("*.py")):  # all of claims/
         found |= claim_tables(path.read_text(encoding="utf-8"), path.name)
     return tuple(sorted(found))
 
