@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bnstudy.claims import compare
+from bnstudy.claims.say import compare
 
 
 def _ledger(**over) -> pd.DataFrame:

@@ -134,3 +134,10 @@ def test_a_bad_import_path_fails_in_the_check_in_one_line(tmp_path, target, said
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert lines[0].startswith("bnstudy check: error: models.mine: cannot load"), lines[0]
     assert said in lines[0] and not (tmp_path / "results").exists()
+
+
+def test_a_users_model_is_named_in_the_ledgers_deviations():
+    from bnstudy.claims.say import deviations
+
+    text = deviations._model_text({"from": "examples/my_models.py:funnel_mlp", "options": {}})
+    assert "examples/my_models.py:funnel_mlp" in text and "?" not in text

@@ -55,7 +55,7 @@ def _data_text(kind: str, opts: dict) -> str:
 
 
 def _model_text(m: dict) -> str:
-    arch = m.get("arch", "?")
+    arch = m.get("arch") or (f"a user's model ({m['from']})" if m.get("from") else "?")
     bits = [f"depth {m['depth']}" if "depth" in m else "", f"width {m['width']}"
             if "width" in m else ""]
     bits = [b for b in bits if b]
