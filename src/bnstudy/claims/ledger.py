@@ -57,6 +57,7 @@ from bnstudy.claims.dannemann import dannemann_claim
 from bnstudy.claims.declared import CLAIMS
 from bnstudy.claims.pairing import IDS, Claim, Levels, contrast_rows, norm_rows, unmeasured
 from bnstudy.claims.rules import rule_text
+from bnstudy.replication import budget
 
 __all__ = ["CLAIMS", "IDS", "Claim", "dannemann_claim", "evaluate"]
 
@@ -118,4 +119,6 @@ def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95,
     ledger = beside.add_absolute(ledger, frames)
     rules = {c.key: (c.rule, c.margin) for c in CLAIMS}
     ledger = multiplicity.adjust(power.add_columns(ledger, level, rules), level, rules)
+    # an undecided row whose seeds_needed its experiment's budget cannot buy says so
+    ledger = budget.add_shortfalls(ledger, getattr(levels, "budgets", {}))
     return beside.add_lr_notes(ledger, setups)
