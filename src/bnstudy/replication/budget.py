@@ -29,7 +29,10 @@ KINDS = ("seeds", "cpu_minutes")
 
 def parse(budget, where: str = "replication.budget") -> tuple[str, float]:
     """``(kind, amount)`` of a budget mapping: exactly one of ``seeds`` (an integer >= 2) or
-    ``cpu_minutes`` (a number > 0)."""
+    ``cpu_minutes`` (a number > 0); a key set to null is dropped (so that a config that extends
+    another can swap one kind for the other: mappings merge)."""
+    if isinstance(budget, dict):
+        budget = {k: v for k, v in budget.items() if v is not None}
     if not isinstance(budget, dict) or len(budget) != 1 or next(iter(budget)) not in KINDS:
         raise ValueError(f"{where}: must be one of {{seeds: N}} or {{cpu_minutes: X}}, got "
                          f"{budget!r}")
