@@ -136,7 +136,7 @@ def policies(cfg: dict, seed_minutes=None) -> dict[str, Policy]:
         if d:
             cost = None
             if seed_minutes is not None and isinstance(d.get("budget"), dict) and (
-                    "cpu_minutes" in d["budget"]):
+                    d["budget"].get("cpu_minutes") is not None):
                 cost = seed_minutes(name)
             out[name] = Policy.parse(d, f"experiments.{name}.replication", cost, cap)
     return out

@@ -58,17 +58,14 @@ class Rounds:
     def _read_round_file(self, k) -> dict:
         return self.read_round(self.round_file(k))
 
-    def _walk(self, upto: int | None = None) -> tuple[dict[str, int], list[int], set[str],
-                                                      dict[str, dict[int, int]]]:
-        """(each replicated experiment's look, the rounds read, the experiments still open,
-        and for each experiment the round whose record added each of its looks after the
-        first): the rounds' records read in order while an experiment goes on (or for
-        ``upto`` rounds). A record may take an experiment past several looks at once (its
+    def _walk(self, upto: int | None = None) -> tuple[dict[str, int], list[int], set[str]]:
+        """(each replicated experiment's look, the rounds read, the experiments still open):
+        the rounds' records read in order while an experiment goes on (or for ``upto``
+        rounds). A record may take an experiment past several looks at once (its
         ``next_look``: :func:`bnstudy.replication.budget.next_look`); an older record without
         one goes to the next look. Every experiment's last look has a round too (it decides
         nothing; it records the verdicts it stopped with)."""
         look = {e: 0 for e in self.policies}
-        added: dict[str, dict[int, int]] = {e: {} for e in self.policies}
         open_, read, k = set(self.policies), [], 0
         while open_ and (upto is None or k < upto):
             record = self._reader(k)
@@ -77,14 +74,12 @@ class Rounds:
                 last = look[e] == len(self.policies[e].rounds) - 1
                 x = record["experiments"].get(e, {})
                 if x.get("continue") and not last:
-                    to = min(max(int(x.get("next_look", look[e] + 1)), look[e] + 1),
-                             len(self.policies[e].rounds) - 1)
-                    added[e].update({j: k for j in range(look[e] + 1, to + 1)})
-                    look[e] = to
+                    look[e] = min(max(int(x.get("next_look", look[e] + 1)), look[e] + 1),
+                                  len(self.policies[e].rounds) - 1)
                 else:
                     open_.discard(e)
             k += 1
-        return look, read, open_, added
+        return look, read, open_
 
     def looks(self) -> dict[str, int]:
         """The look each replicated experiment stopped at (reading every round it took)."""
@@ -151,8 +146,8 @@ class Rounds:
         return added
 
     def state(self, k: int) -> dict[str, int]:
-        """The looks of the study's state at round ``k``: open experiments at look ``k``, the
-        others at the look they stopped at."""
+        """The looks of the study's state at round ``k``: open experiments at the look the
+        rounds before ``k`` took them to, the others at the look they stopped at."""
         return self._walk(upto=k)[0]
 
     @cached_property
@@ -182,7 +177,7 @@ class Rounds:
         return [f for t in self.round_tables for f in self.table_inputs(t, looks)]
 
     def round_arguments(self, k: int) -> list[str]:
-        looks, _, open_, _ = self._walk(upto=k)
+        looks, _, open_ = self._walk(upto=k)
         spec = {t: {"file": self.table_file(t), "level": self.table_level(t),
                     "experiments": self.table_experiments(t)} for t in self.round_tables}
         return ["--grid", _json(self.grid(self.experiments, looks)), "--tables", _json(spec),
