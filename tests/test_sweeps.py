@@ -267,7 +267,9 @@ def test_cli_check_expands_the_study(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     assert cli.main(["check", "config/studies/luo.yaml"]) == 0
     # issue 30: a variance-only BN arm at every load (15 runs)
-    assert "config OK (56 experiments, 116 training runs)" in capsys.readouterr().out
+    # (its §5 experiments replicate to a budget: more runs after their first round)
+    assert "config OK (56 experiments, 116 training runs in the first round" in (
+        capsys.readouterr().out)
 
 
 def test_sweep_axes_become_named_values_of_each_experiment():

@@ -42,7 +42,7 @@ TEST_LOSS = "log(test loss) at the last checkpoint (generalization table)"
 # al.), as their protocol prescribes; a run at another batch size is no arm of these rows
 LUO_BATCH = Contrast("train_batch_size", 1024, 128, match=("arch", "dropout"),
                      where={"lr_batch_scaled": True})
-# Luo §4's rows pool data draws per configuration (claims.metrics.rel_error)
+# Luo §4's rows pool data draws per configuration (claims.values.metrics.rel_error)
 LUO_POOL = ("; pooled over data draws per load, batch size, learning rate, N and S (the row's "
             "name), a new data set per replicate")
 BN_JITTER = ("batchnorm", "batchnorm_fixed_affine", "ghost_batchnorm")

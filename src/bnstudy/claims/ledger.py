@@ -61,6 +61,7 @@ from bnstudy.claims.pairing import IDS, Levels, contrast_rows, norm_rows, unmeas
 from bnstudy.claims.say import beside, deviations
 from bnstudy.claims.say.annotate import annotate
 from bnstudy.claims.values import stage
+from bnstudy.replication import budget
 
 __all__ = ["CLAIMS", "IDS", "Claim", "dannemann_claim", "evaluate"]
 
@@ -123,4 +124,6 @@ def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95,
     ledger = beside.add_absolute(ledger, frames)
     rules = {c.key: (c.rule, c.margin) for c in CLAIMS}
     ledger = multiplicity.adjust(power.add_columns(ledger, level, rules), level, rules)
+    # an undecided row whose seeds_needed its experiment's budget cannot buy says so
+    ledger = budget.add_shortfalls(ledger, getattr(levels, "budgets", {}))
     return beside.add_lr_notes(ledger, setups)

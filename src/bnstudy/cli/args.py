@@ -156,6 +156,9 @@ def parser() -> argparse.ArgumentParser:
                    help='the tables as JSON, {"<table>": {"file", "level", "experiments"}}')
     s.add_argument("--plans", type=json_arg, required=True,
                    help="the replicated experiments' planned rounds, as JSON")
+    s.add_argument("--open", type=json_arg, default=None,
+                   help="the experiments still open at this round, as a JSON list (default: "
+                        "those at look ROUND)")
     s.add_argument("--ci", type=float, default=0.95, help="overall level of the intervals")
     s.add_argument("--out", required=True, help="the round file (.json)")
 

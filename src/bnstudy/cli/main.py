@@ -32,8 +32,6 @@ def _set_threads(n: int) -> None:
     torch.set_num_threads(max(1, n))
 
 
-
-
 def _runs(cfg: dict) -> str:
     """'N training runs', and with replication policies the most the rounds can add."""
     from bnstudy.planning.plan import Plan
@@ -59,13 +57,17 @@ def _time_here(cfg: dict) -> str:
     except ValueError:
         gpu = False
     cores = os.cpu_count() or 1
-    t = study_cost.on_this_machine(Plan(cfg), cores, gpu)
+    from bnstudy.planning.budget import CALIBRATION
+
+    t = study_cost.on_this_machine(Plan(cfg), cores, gpu, CALIBRATION)
     where = f"{cores} CPU cores" + (" and a GPU" if gpu else ", no GPU")
     return (f"should take at most {study_cost.duration(t['wall'])} on this machine ({where}; "
             f"`snakemake --cores {cores}`: {t['jobs']} jobs, "
             f"{study_cost.duration(t['serial']).removeprefix('about ')} one at a time), "
             "estimated from FLOP counts and the cost model's conservative throughputs "
-            "(bnstudy.planning.cost), every planned replication round included")
+            f"(bnstudy.planning.cost) scaled by {CALIBRATION:.2f}, the default study's "
+            "measured CPU time against the model's (bnstudy.planning.budget), every planned "
+            "replication round and arm included")
 
 
 def cmd_check(a) -> None:
@@ -92,6 +94,8 @@ def cmd_check(a) -> None:
         print(f"{name}: config OK ({len(cfg['experiments'])} experiments, {_runs(cfg)})")
         if not (a.cluster or a.cost_header):
             print(f"{name}: {_time_here(cfg)}")
+        for line in _budget_lines(cfg):  # what the replication budget buys
+            print(f"{name}: {line}")
         if a.cluster or a.cost_header:
             from bnstudy.planning import cost as study_cost
             from bnstudy.planning.plan import Plan
@@ -104,6 +108,12 @@ def cmd_check(a) -> None:
             print(f"{name}: cost block {'rewritten' if changed else 'up to date'}")
     if bad:
         raise ValueError(f"{len(bad)} of {len(groups)} configs failed: {', '.join(bad)}")
+
+
+def _budget_lines(cfg: dict) -> list[str]:
+    from bnstudy.planning import budget, plan
+
+    return budget.lines(plan.Plan(cfg))
 
 
 def cmd_verify(a) -> int:
@@ -275,7 +285,7 @@ def cmd_claims(a) -> None:
 def cmd_replication_round(a) -> None:
     from bnstudy.replication import rounds
 
-    record = rounds.decide(a.results, a.round, a.grid, a.tables, a.plans, a.ci)
+    record = rounds.decide(a.results, a.round, a.grid, a.tables, a.plans, a.ci, a.open)
     rounds.write(record, a.out)
     for e, x in record["experiments"].items():
         if x["open"]:

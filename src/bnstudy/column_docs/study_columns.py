@@ -119,7 +119,8 @@ COLUMNS = {
         "note": ("string",
                  "why a row is not measured; collapsed or diverged runs, schedule confounds; "
                  "the checkpoints a stage-matched row used (bnstudy.claims.values.stage); a "
-                 "verdict's course along an lr axis"),
+                 "verdict's course along an lr axis; an undecided row's shortfall against its "
+                 "replication budget"),
         "protocol": ("string", "the paper's setting the claim was made in, in words "
                                "(bnstudy.claims.declare.protocols)"),
         "deviations": ("string",
@@ -156,7 +157,9 @@ COLUMNS = {
         "skew_flag": "whether effect_skew is beyond what normal differences give at 95% "
                      "(the verdict then rests on the interval's skewness correction)",
         "n_seeds": ("integer", "seeds with a finite paired effect (count)"),
-        "in_words": "the effect and its interval as a sentence",
+        "in_words": "the effect and its interval as a sentence (an undecided row whose "
+                    "seeds_needed its replication budget cannot buy says so: "
+                    "bnstudy.replication.budget)",
         "verdict_means": "what each outcome means for this row",
         "interval_level": "level of the row's interval: the study's `ci`, or, over a replicated "
                           "experiment, 1 - alpha_k of the look its paired seeds were taken at",

@@ -193,16 +193,18 @@ def duration(seconds: float) -> str:
 # cluster job's START_SECONDS. The rest is the cost model's (conservative throughputs, every
 # planned replication round): an upper estimate. On the 2-core development machine the default
 # study is estimated at about 30 min and took 4 min 20 s alone (README, 2026-11-28); the tiny
-# study about 48 s, and 2 min 21 s beside four other engineers' jobs (2026-12-06)
+# study about 48 s, and 2 min 21 s beside four other engineers' jobs (2026-12-06). `check`
+# scales the CPU jobs by bnstudy.planning.budget.CALIBRATION (measured against the model)
 LOCAL_START = 0.4
 
 
-def on_this_machine(plan, cores: int, gpu: bool) -> dict:
+def on_this_machine(plan, cores: int, gpu: bool, calibration: float = 1.0) -> dict:
     """How long the study should take here, from the same work estimates as :func:`stages`:
     each job on a GPU when this machine has one and the job's request gets one, else on the
     config's threads; ``jobs``, ``serial`` (seconds, one job at a time) and ``wall`` (seconds
     with Snakemake's ``--cores cores``: the CPU jobs spread over ``cores // threads`` slots, the
-    GPU jobs one at a time, never less than the longest job)."""
+    GPU jobs one at a time, never less than the longest job). ``calibration`` scales the CPU
+    jobs' times (``bnstudy.planning.budget.CALIBRATION``: measured against the model's)."""
     threads = max(1, int(plan.config["threads"]))
     cpu_s = gpu_s = longest = 0.0
     jobs = 0
@@ -212,6 +214,7 @@ def on_this_machine(plan, cores: int, gpu: bool) -> dict:
             work = plan.job_work(rule, wildcards)
             on_gpu = gpu and plan.job_resources(rule, wildcards)["gpu"] > 0
             secs = resources.seconds(work, on_gpu, t) - resources.START_SECONDS + LOCAL_START
+            secs *= 1.0 if on_gpu else calibration
             jobs += 1
             longest = max(longest, secs)
             if on_gpu:

@@ -108,6 +108,13 @@ class Resources:
         return sum(len(x["norms"]) * sum(map(len, self.planned_blocks(e)))
                    for e, x in self.experiments.items())
 
+    def seed_minutes(self, experiment: str) -> float:
+        """CPU-minutes one seed of every arm of ``experiment`` costs on this kind of machine
+        (:func:`bnstudy.planning.budget.seed_minutes`): what prices a ``cpu_minutes`` budget."""
+        from bnstudy.planning import budget
+
+        return budget.seed_minutes(self, experiment)
+
     def job_resources(self, rule: str, wildcards) -> dict:
         """``{"gpu", "mem_mb", "runtime"}`` of one job of ``rule`` (``wildcards``: its
         wildcards as a mapping)."""

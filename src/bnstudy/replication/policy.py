@@ -1,9 +1,11 @@
 """A replication policy and the round-by-round decision of which experiments get more seeds.
 
-A policy (``replication: {rounds: [3, 6, 12, 24]}`` or ``{start: 3, max: 24}``, per experiment
-or for the whole study) fixes the planned cumulative seed counts before any data: ``rounds``, or
-doubling from ``start`` until ``max`` (one or the other: both together are refused, so that no
-reader has to guess which wins), and the alpha ``spending`` over them
+A policy (``replication: {rounds: [3, 6, 12, 24]}``, ``{start: 3, max: 24}`` or ``{budget:
+{seeds: 24}}`` / ``{budget: {cpu_minutes: 30}}``, per experiment or for the whole study) fixes
+the planned cumulative seed counts before any data: ``rounds``, or doubling from ``start`` until
+``max`` or until what the ``budget`` buys (:mod:`bnstudy.replication.budget`; one way or
+another: two together are refused, so that no reader has to guess which wins), and the alpha
+``spending`` over them
 (:mod:`bnstudy.claims.decide.sequential`). Round ``k``'s seeds are the experiment's declared seeds
 followed by the next unused integers, the first ``rounds[k]`` of them (:meth:`Policy.seeds`), so
 the rounds a study takes are a function of its config and its numbers alone.
@@ -21,17 +23,24 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bnstudy.claims.decide import outcomes, sequential
+from bnstudy.replication import budget as planned
 
-KEYS = ("start", "max", "rounds", "spending")
+KEYS = ("start", "max", "rounds", "budget", "spending")
 
 
 @dataclass(frozen=True)
 class Policy:
     rounds: tuple[int, ...]
     spending: str = sequential.DEFAULT_SPENDING
+    budget: tuple = ()  # (kind, amount) of a budget policy: bnstudy.replication.budget
 
     @classmethod
-    def parse(cls, d: dict, where: str = "replication") -> Policy:
+    def parse(cls, d: dict, where: str = "replication", seed_minutes: float | None = None,
+              cap: int = 256) -> Policy:
+        """The policy of mapping ``d``; a ``cpu_minutes`` budget buys ``amount /
+        seed_minutes`` seeds per arm (``seed_minutes``: the cost model's CPU-minutes of one
+        seed of every arm; None: not known here, the looks run to ``cap``, the most the
+        budget could buy, for the bounds checks), never more than ``cap``."""
         if not isinstance(d, dict):
             raise ValueError(f"{where}: must be a mapping with keys {', '.join(KEYS)}, got {d!r}")
         bad = sorted(set(d) - set(KEYS))
@@ -46,6 +55,8 @@ class Policy:
                              f"both: got rounds={rounds!r} and "
                              f"{' and '.join(f'{k}={d[k]!r}' for k in both)}; drop "
                              f"{' and '.join(both)}, or rounds")
+        if d.get("budget") is not None:
+            return cls._of_budget(d, where, seed_minutes, cap)
         if rounds is None:
             if not (isinstance(start, int) and isinstance(top, int) and 2 <= start <= top):
                 raise ValueError(f"{where}: without rounds, start and max must be integers with "
@@ -53,15 +64,47 @@ class Policy:
             rounds = [start]
             while rounds[-1] < top:
                 rounds.append(min(2 * rounds[-1], top))
+        return cls(cls._checked(rounds, where), cls._spending(d, where))
+
+    @staticmethod
+    def _checked(rounds, where: str) -> tuple[int, ...]:
         try:
-            rounds = sequential.check_rounds(rounds)
+            return sequential.check_rounds(rounds)
         except ValueError as e:
             raise ValueError(f"{where}: {e}") from None
+
+    @staticmethod
+    def _spending(d: dict, where: str) -> str:
         spending = d.get("spending", sequential.DEFAULT_SPENDING)
         if spending not in sequential.SPENDING:
             raise ValueError(f"{where}: unknown spending {spending!r}; "
                              f"valid: {', '.join(sequential.SPENDING)}")
-        return cls(rounds, spending)
+        return spending
+
+    @classmethod
+    def _of_budget(cls, d: dict, where: str, seed_minutes, cap: int) -> Policy:
+        other = [k for k in ("rounds", "max") if d.get(k) is not None]
+        if other:
+            raise ValueError(f"{where}: give either budget (the looks doubling from start to "
+                             f"what it buys) or {' and '.join(other)}, not both: got "
+                             f"budget={d['budget']!r} and "
+                             f"{' and '.join(f'{k}={d[k]!r}' for k in other)}; drop "
+                             f"{' and '.join(other)}, or budget")
+        kind, amount = planned.parse(d["budget"], f"{where}.budget")
+        start = d.get("start", planned.START)
+        if kind == "seeds":
+            seeds = amount
+        elif seed_minutes is None:
+            seeds = max(int(cap), start if isinstance(start, int) else 2)
+        else:
+            seeds = planned.seeds_for_minutes(amount, seed_minutes, cap)
+        try:
+            rounds = planned.looks(start, seeds)
+        except ValueError as e:
+            cost = (f" (one seed of every arm: about {seed_minutes:.2g} CPU-minutes)"
+                    if kind == "cpu_minutes" else "")
+            raise ValueError(f"{where}.budget: {e}{cost}") from None
+        return cls(cls._checked(rounds, where), cls._spending(d, where), (kind, amount))
 
     def seeds(self, declared, look: int) -> list[int]:
         """The experiment's seeds at round ``look``: its ``declared`` seeds, then the next
@@ -76,17 +119,26 @@ class Policy:
         return out[: self.rounds[look]]
 
 
-def policies(cfg: dict) -> dict[str, Policy]:
+def policies(cfg: dict, seed_minutes=None) -> dict[str, Policy]:
     """Each experiment's policy: its own ``replication``, else the study's (``false`` or none:
-    no policy). A policy that does not parse raises, naming where it is."""
+    no policy). A policy that does not parse raises, naming where it is. ``seed_minutes(name)``
+    gives an experiment's CPU-minutes per seed of every arm, for a ``cpu_minutes`` budget (a
+    budget applies to each experiment that takes it, a study-wide one to each alone)."""
+    from bnstudy.config import bounds
+
+    cap = bounds.limit(cfg, "seeds")
     default = cfg.get("replication")
     if default:
-        Policy.parse(default, "replication")
+        Policy.parse(default, "replication", None, cap)
     out = {}
     for name, x in cfg["experiments"].items():
         d = x.get("replication", default)
         if d:
-            out[name] = Policy.parse(d, f"experiments.{name}.replication")
+            cost = None
+            if seed_minutes is not None and isinstance(d.get("budget"), dict) and (
+                    d["budget"].get("cpu_minutes") is not None):
+                cost = seed_minutes(name)
+            out[name] = Policy.parse(d, f"experiments.{name}.replication", cost, cap)
     return out
 
 

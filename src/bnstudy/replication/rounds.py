@@ -8,7 +8,10 @@ ledger of that state exactly as the final ``claims`` job would (the same tables,
 every row over a replicated experiment's runs read at its look's level, Holm over the study's
 family) and an open experiment continues iff one of the measured rows over its runs is undecided
 after the adjustment and a planned round is left; the next round's seeds go to the normalizers
-those rows compare (:func:`arms`), not to an arm no undecided row reads. The round file records
+those rows compare (:func:`arms`), not to an arm no undecided row reads. The next round may skip
+planned looks: it goes to the first planned look with at least the seeds those rows need
+(``seeds_needed`` at the nearer boundary, capped at the last look:
+:func:`bnstudy.replication.budget.next_look`), recorded as ``next_look``. The round file records
 the state and the decisions; the plan reads it back to schedule the next round (or none), so the
 rounds a study takes are a function of its config and its numbers alone, and a rerun of a
 finished study reads the same files and schedules nothing.
@@ -27,6 +30,7 @@ import pandas as pd
 from bnstudy import io
 from bnstudy.claims.decide import outcomes, sequential
 from bnstudy.claims.ledger import evaluate
+from bnstudy.replication import budget
 from bnstudy.tables import aggregation
 
 DECIDED = outcomes.DECIDED
@@ -78,26 +82,41 @@ def seed_counts(ledger: pd.DataFrame) -> pd.Series:
     return pd.to_numeric(ledger["n_seeds"], errors="coerce").fillna(0)
 
 
-def decide(results: str, k: int, grid: dict, spec: dict, plans: dict, level: float
-           ) -> dict:
+def need(rows) -> float:
+    """The most seeds any of ``rows`` (undecided ledger rows) needs at its nearer boundary
+    (:func:`bnstudy.replication.budget.row_need`); NaN when none has an estimate."""
+    found = [budget.row_need(r.get("seeds_needed"), r.get("seeds_needed_margin"))
+             for r in rows]
+    found = [x for x in found if x == x]
+    return max(found) if found else float("nan")
+
+
+def decide(results: str, k: int, grid: dict, spec: dict, plans: dict, level: float,
+           open_: list[str] | None = None) -> dict:
     """Round ``k``'s record: the state's ledger rows over replicated experiments and, for each
-    replicated experiment, its look, seeds, and whether it gets round ``k + 1``'s seeds."""
+    replicated experiment, its look, seeds, whether it gets more seeds and the look it goes to
+    (``next_look``). ``open_``: the experiments still open at this round (None: those at look
+    ``k``, as when every round went one look on)."""
     at = looks(plans, grid)
     levels = sequential.interval_levels(plans, {e: len(grid[e]["seeds"]) for e in at}, level)
     ledger = evaluate(frames(results, grid, spec), level, levels)
     measured = ledger[seed_counts(ledger) >= 2]
     claims, experiments = [], {}
     for e in sorted(at):
-        open_ = at[e] == k  # an experiment that stopped earlier holds an earlier look
+        # an experiment that stopped earlier is not open (it holds the look it stopped at)
+        is_open = at[e] == k if open_ is None else e in open_
         rows = [r for _, r in measured.iterrows() if e in _runs_of(r)]
         pending = [r for r in rows if r["adjusted_verdict"] not in DECIDED]
         undecided = [f"{r['claim_id']}/{r['experiment']}/{r['norm']}" for r in pending]
         last = at[e] == len(plans[e]["rounds"]) - 1
-        go_on = bool(open_ and undecided and not last)
-        experiments[e] = {"look": at[e], "n_seeds": len(grid[e]["seeds"]), "open": open_,
+        go_on = bool(is_open and undecided and not last)
+        experiments[e] = {"look": at[e], "n_seeds": len(grid[e]["seeds"]), "open": is_open,
                           "continue": go_on, "undecided": undecided,
                           "norms": arms(pending, grid[e]["norms"]) if go_on else []}
-        if open_:
+        if go_on:
+            experiments[e]["next_look"] = budget.next_look(plans[e]["rounds"], at[e],
+                                                           need(pending))
+        if is_open:
             claims += [{"experiment": e, "claim_id": r["claim_id"],
                         "row_experiment": str(r["experiment"]), "norm": str(r["norm"]),
                         "n_seeds": int(r["n_seeds"]), "verdict": r["verdict"],

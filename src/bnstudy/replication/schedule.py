@@ -35,8 +35,9 @@ class Rounds:
     @cached_property
     def policies(self) -> dict[str, Policy]:
         """The replication policy of each experiment that has one (its own ``replication``, else
-        the study's): :func:`bnstudy.replication.policy.policies`."""
-        return policies(self.config)
+        the study's: :func:`bnstudy.replication.policy.policies`; a ``cpu_minutes`` budget
+        priced by the plan's :meth:`seed_minutes`)."""
+        return policies(self.config, getattr(self, "seed_minutes", None))
 
     def plans(self) -> dict:
         """``{experiment: {"rounds", "spending"}}`` of the replicated experiments (JSON-able)."""
@@ -57,10 +58,13 @@ class Rounds:
     def _read_round_file(self, k) -> dict:
         return self.read_round(self.round_file(k))
 
-    def _walk(self, upto: int | None = None) -> tuple[dict[str, int], list[int]]:
-        """(each replicated experiment's look, the rounds read): the rounds' records read in
-        order while an experiment goes on (or for ``upto`` rounds). Every experiment's last
-        look has a round too (it decides nothing; it records the verdicts it stopped with)."""
+    def _walk(self, upto: int | None = None) -> tuple[dict[str, int], list[int], set[str]]:
+        """(each replicated experiment's look, the rounds read, the experiments still open):
+        the rounds' records read in order while an experiment goes on (or for ``upto``
+        rounds). A record may take an experiment past several looks at once (its
+        ``next_look``: :func:`bnstudy.replication.budget.next_look`); an older record without
+        one goes to the next look. Every experiment's last look has a round too (it decides
+        nothing; it records the verdicts it stopped with)."""
         look = {e: 0 for e in self.policies}
         open_, read, k = set(self.policies), [], 0
         while open_ and (upto is None or k < upto):
@@ -68,12 +72,14 @@ class Rounds:
             read.append(k)
             for e in sorted(open_):
                 last = look[e] == len(self.policies[e].rounds) - 1
-                if record["experiments"].get(e, {}).get("continue") and not last:
-                    look[e] += 1
+                x = record["experiments"].get(e, {})
+                if x.get("continue") and not last:
+                    look[e] = min(max(int(x.get("next_look", look[e] + 1)), look[e] + 1),
+                                  len(self.policies[e].rounds) - 1)
                 else:
                     open_.discard(e)
             k += 1
-        return look, read
+        return look, read, open_
 
     def looks(self) -> dict[str, int]:
         """The look each replicated experiment stopped at (reading every round it took)."""
@@ -110,21 +116,38 @@ class Rounds:
     def block_norms(self, experiment: str, look: int | None = None) -> list[list[str]]:
         """The normalizers of each of the experiment's blocks up to ``look``: every one of its
         normalizers in the first block; in round ``k + 1``'s block, the arms that round ``k``'s
-        undecided rows compare (its record's ``norms``), so a round trains no arm that no
-        undecided row reads (the default study's LayerNorm arm)."""
+        undecided rows compare (its record's ``norms``; every look a round added takes that
+        round's), so a round trains no arm that no undecided row reads (the default study's
+        LayerNorm arm)."""
         norms = list(self.experiments[experiment]["norms"])
         if experiment not in self.policies:
             return [norms]
         look = self.looks()[experiment] if look is None else look
+        added = self._added(experiment, look)
         out = [norms]
         for j in range(1, look + 1):
-            arms = self._reader(j - 1)["experiments"].get(experiment, {}).get("norms")
+            arms = self._reader(added.get(j, j - 1))["experiments"].get(experiment, {}).get(
+                "norms")
             out.append([n for n in norms if n in arms] if arms else norms)
         return out
 
+    def _added(self, experiment: str, look: int) -> dict[int, int]:
+        """``{look: round}``: the round whose record took ``experiment`` to each of its looks
+        1 .. ``look`` (reading only those rounds' records: a round's own arguments may ask)."""
+        last = len(self.policies[experiment].rounds) - 1
+        added, at, k = {}, 0, 0
+        while at < min(look, last):
+            x = self._reader(k)["experiments"].get(experiment, {})
+            if not x.get("continue"):
+                break
+            to = min(max(int(x.get("next_look", at + 1)), at + 1), last)
+            added.update({j: k for j in range(at + 1, to + 1)})
+            at, k = to, k + 1
+        return added
+
     def state(self, k: int) -> dict[str, int]:
-        """The looks of the study's state at round ``k``: open experiments at look ``k``, the
-        others at the look they stopped at."""
+        """The looks of the study's state at round ``k``: open experiments at the look the
+        rounds before ``k`` took them to, the others at the look they stopped at."""
         return self._walk(upto=k)[0]
 
     @cached_property
@@ -154,8 +177,8 @@ class Rounds:
         return [f for t in self.round_tables for f in self.table_inputs(t, looks)]
 
     def round_arguments(self, k: int) -> list[str]:
-        looks = self.state(k)
+        looks, _, open_ = self._walk(upto=k)
         spec = {t: {"file": self.table_file(t), "level": self.table_level(t),
                     "experiments": self.table_experiments(t)} for t in self.round_tables}
         return ["--grid", _json(self.grid(self.experiments, looks)), "--tables", _json(spec),
-                "--plans", _json(self.plans())]
+                "--plans", _json(self.plans()), "--open", _json(sorted(open_))]

@@ -83,7 +83,7 @@ def pick(protocols: tuple[Protocol, ...], arch: str | None, kind: str | None) ->
 CLASSIFICATION = ("digits", "star2d", "mnist", "cifar100", "svhn", "two_moons")
 DECIDES = ("the paper's loss range and gradient l2 change along the gradient in early training "
            "(the lipschitz and grad_pred rows: checkpoints at step <= 25% of the run, "
-           "claims.stage.early), and beta_eff over training")
+           "claims.values.stage.early), and beta_eff over training")
 SANTURKAR_DLN = Protocol(
     "Santurkar App. A (Figs. 5, 10)", ("gaussian_linear",),
     "Gaussian inputs, 1000 samples, y = Ax with A 10x10", ("dln",), "a 25-layer deep linear "
