@@ -40,11 +40,12 @@ def experiment_measures(plan, experiment: str) -> list[str]:
 
 def arms_minutes(plan, experiment: str, norms, seeds: int = 1) -> float:
     """The cost model's CPU-minutes (uncalibrated) of ``seeds`` seeds of the arms ``norms``:
-    one train job per arm and seed, each measure's block over them."""
+    a train job of one seed per arm and seed (no credit for batching), each measure's block
+    over them."""
     threads = max(1, int(plan.config["threads"]))
     total = 0.0
     for norm in norms:
-        work = plan.job_work("train", {"experiment": experiment, "norm": norm, "seed": "0"})
+        work = plan.job_work("train", {"experiment": experiment, "norm": norm, "block": "0"})
         total += seeds * _cpu_seconds(work, threads)
     if norms:
         size, n_train, n_te, training = plan._experiment(experiment)
