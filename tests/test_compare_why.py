@@ -31,3 +31,15 @@ def test_each_reason_is_named_from_what_else_differs():
         assert f"why: {reason}" in compare.text(diff, "A", "B")
     added = compare.compare(a, pd.concat([a, _ledger(claim_id="lipschitz")]))
     assert list(added["why"]) == ["the declaration"]
+
+
+def test_the_changed_verdict_list_keeps_verdict_changes_only():
+    a = pd.concat([_ledger(), _ledger(claim_id="lipschitz")])
+    b = pd.concat([_ledger(verdict="supported", n_seeds=12), _ledger(claim_id="lipschitz",
+                                                                     effect=-0.7)])
+    changed = compare.verdict_changes(compare.compare(a, b))
+    assert list(changed["claim_id"]) == ["grad_pred"]
+    md = compare.markdown(changed)
+    assert md.startswith("- `grad_pred` [digits: batchnorm vs none]: undecided -> supported "
+                         "(after Holm: undecided -> undecided)")
+    assert "why: the seeds" in md

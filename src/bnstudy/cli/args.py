@@ -193,6 +193,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--tol", type=tolerance, default=1e-9,
                    help="effects within this relative difference count as equal (a finite "
                         "number >= 0; default 1e-9, 0: identical numbers only)")
+    s.add_argument("--verdicts", action="store_true",
+                   help="only the rows whose verdict or adjusted verdict changed, as Markdown "
+                        "bullets with why each moved (a study's changed-verdict list)")
 
     s = sub.add_parser("variance", help="split each per-run quantity's variance between seeds "
                        "and the within-run sample (smoothness, ics, partition_density tables)")

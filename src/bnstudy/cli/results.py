@@ -134,5 +134,9 @@ def cmd_compare(a) -> int:
     from bnstudy.claims.say import compare
 
     diff = compare.compare(read_ledger(a.a), read_ledger(a.b), a.tol)
+    if a.verdicts:
+        diff = compare.verdict_changes(diff)
+        print(compare.markdown(diff))
+        return 1 if len(diff) else 0
     print(compare.text(diff, a.a, a.b))
     return 1 if len(diff) else 0

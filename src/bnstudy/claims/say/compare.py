@@ -102,11 +102,12 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, tol: float = 1e-9) -> pd.DataFrame
             row["what"] = ", ".join(what)
             row["why"] = why(ra, rb)
             for side, r in (("a", ra), ("b", rb)):
-                for col in ("verdict", "effect", "ci_low", "ci_high", "n_seeds"):
+                for col in ("verdict", "adjusted_verdict", "effect", "ci_low", "ci_high",
+                            "n_seeds"):
                     row[f"{col}_{side}"] = None if r is None else r.get(col)
             rows.append(row)
     return pd.DataFrame(rows, columns=[*KEY, "what", "why", *(f"{c}_{s}" for s in "ab" for c in (
-        "verdict", "effect", "ci_low", "ci_high", "n_seeds"))])
+        "verdict", "adjusted_verdict", "effect", "ci_low", "ci_high", "n_seeds"))])
 
 
 def _fmt(x) -> str:
@@ -135,4 +136,27 @@ def text(diff: pd.DataFrame, a: str, b: str) -> str:
                      f"[{_fmt(r['ci_low_a'])}, {_fmt(r['ci_high_a'])}], "
                      f"B {_fmt(r['verdict_b'])} {_fmt(r['effect_b'])} "
                      f"[{_fmt(r['ci_low_b'])}, {_fmt(r['ci_high_b'])}]")
+    return "\n".join(lines)
+
+
+def verdict_changes(diff: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a :func:`compare` result whose verdict or adjusted verdict changed (a row in
+    one ledger only counts)."""
+    keep = diff["what"].str.contains("verdict|only in", regex=True)
+    return diff[keep].reset_index(drop=True)
+
+
+def markdown(diff: pd.DataFrame) -> str:
+    """Changed verdicts as Markdown bullets: the row, old -> new verdict (adjusted, after Holm,
+    where it differs), the new effect and interval, and why it moved."""
+    if diff.empty:
+        return "- no verdict changed"
+    lines = []
+    for _, r in diff.iterrows():
+        holm = (f" (after Holm: {_fmt(r['adjusted_verdict_a'])} -> "
+                f"{_fmt(r['adjusted_verdict_b'])})")
+        lines.append(f"- `{r['claim_id']}` [{where(r)}]: {_fmt(r['verdict_a'])} -> "
+                     f"{_fmt(r['verdict_b'])}{holm}, effect {_fmt(r['effect_b'])} "
+                     f"[{_fmt(r['ci_low_b'])}, {_fmt(r['ci_high_b'])}] at "
+                     f"{_fmt(r['n_seeds_b'])} seeds ({r['what']}; why: {r['why']})")
     return "\n".join(lines)
