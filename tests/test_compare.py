@@ -42,7 +42,7 @@ def test_changed_verdict_effect_and_missing_rows_are_listed(tmp_path, capsys):
     assert cli.main(["compare", a, b]) == 1
     out = capsys.readouterr().out
     assert "3 ledger row(s) differ" in out
-    assert "lipschitz [e: batchnorm vs none] (verdict, adjusted verdict, effect)" in out
+    assert "lipschitz [e: batchnorm vs none] (verdict, adjusted verdict, effect; why: " in out
     assert "noisy_bn" in out and "only in A" in out
     assert "jitter_aug" in out and "only in B" in out
     assert "ics_grad" not in out
@@ -110,7 +110,8 @@ def test_rows_over_no_experiment_are_named_readably(tmp_path, capsys):
     a, b = _study(tmp_path, "a", A), _study(tmp_path, "b", [*A, unmeasured])
     assert cli.main(["compare", a, b]) == 1
     out = capsys.readouterr().out
-    assert "[ vs none]" not in out and "- lipschitz [no experiment vs none] (only in B)" in out
+    assert "[ vs none]" not in out
+    assert "- lipschitz [no experiment vs none] (only in B; why: the declaration)" in out
     assert "- ics_grad" not in out
 
 

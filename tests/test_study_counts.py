@@ -3,6 +3,8 @@ config and results directory and is rewritten from the plan, so it cannot go sta
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import harness
 
 from bnstudy.config import study
@@ -30,3 +32,13 @@ def test_a_counts_block_is_rewritten_from_the_plan(tmp_path):
     # idempotent: a second rewrite changes nothing
     study_counts.rewrite_file(tmp_path / "README.md")
     assert (tmp_path / "README.md").read_text() == new
+
+
+def test_a_study_not_shipped_yet_says_so_instead_of_failing(tmp_path):
+    """A replicated study whose results are not there (never run here) has no rounds to count:
+    its block says it is not shipped yet; before, reading its missing round files failed."""
+    repo = Path(__file__).resolve().parents[1]
+    text = (f"<!-- counts: {repo}/config/studies/luo.yaml {tmp_path}/nowhere -->\nold\n"
+            "<!-- /counts -->\n")
+    out = study_counts.rewrite(text, "/")
+    assert "not shipped yet" in out and "old" not in out

@@ -59,7 +59,13 @@ def sentence(c: dict[str, int]) -> str:
 def rewrite(text: str, root: str | Path = ".") -> str:
     """``text`` with every counts block regenerated."""
     def block(m: re.Match) -> str:
-        c = counts(Path(root) / m.group("config"), Path(root) / m.group("results"))
+        results = Path(root) / m.group("results")
+        if not results.is_dir():  # a study not run (shipped) yet: its rounds are not known
+            return (m.group(1) + f"`{m.group('config')}`: not shipped yet (no "
+                    f"`{m.group('results')}`): its jobs depend on the replication rounds it "
+                    "takes; `python -m bnstudy check` prints what its budget buys\n"
+                    + m.group("end"))
+        c = counts(Path(root) / m.group("config"), results)
         return m.group(1) + f"`{m.group('config')}`: " + sentence(c) + "\n" + m.group("end")
 
     return BLOCK.sub(block, text)
