@@ -13,7 +13,10 @@ the arm with the smaller ratio at the default block size::
 Also prints ``bn_jitter``'s CPU time per BN run, its grouped pass against the per-mini-batch
 loop it replaced (issue 47's target: 5x).
 
-Run:  python benchmarks/bench_seeds.py [--sizes 4 8 16 32] [--per-seed 4] [--steps 600]
+With ``--dln K`` it also times the default study's 25-layer DLN, K seeds one after another
+against a block of K (issue 47's note: its narrow layers run no faster through vmap).
+
+Run:  python benchmarks/bench_seeds.py [--sizes 4 8 16 32] [--per-seed 4] [--steps 600] [--dln 3]
 """
 
 from __future__ import annotations
@@ -36,6 +39,15 @@ def spec(norm: str, seed: int, steps: int) -> dict:
             "training": {"lr": 0.05, "momentum": 0.9, "batch_size": 64, "steps": steps,
                          "eval_every": 50,
                          "checkpoints": [c for c in (0, 1, 100, 300) if c <= steps]}}
+
+
+def dln_spec(norm: str, seed: int, steps: int) -> dict:
+    """The default study's 25-layer DLN (full-batch GD at lr 1e-2, its ``dln_gd`` training)."""
+    return {"experiment": "bench", "dataset": "gaussian_linear", "model": "dln25", "norm": norm,
+            "seed": seed, "model_config": {"arch": "dln", "depth": 25, "init": "xavier"},
+            "training": {"lr": 0.01, "momentum": 0.0, "batch_size": "full", "steps": steps,
+                         "eval_every": 50, "checkpoints": [c for c in (0, 1, 10, 30, 100)
+                                                          if c <= steps]}}
 
 
 def cpu(fn) -> float:
@@ -97,6 +109,9 @@ def main() -> None:
     p.add_argument("--sizes", type=int, nargs="+", default=None)
     p.add_argument("--per-seed", type=int, default=4, help="seeds timed on the per-seed path")
     p.add_argument("--steps", type=int, default=600)
+    p.add_argument("--dln", type=int, default=0, metavar="K",
+                   help="also time the default study's 25-layer DLN (300 steps): K seeds per "
+                        "seed against a block of K (its looks make blocks of 3)")
     a = p.parse_args()
     torch.set_num_threads(1)
     default_k = stacked.DEFAULT_BLOCK
@@ -118,6 +133,16 @@ def main() -> None:
                                                            else ""))
             if k == default_k and (last is None or x / y < last[2]):
                 last = (x, y, x / y)
+    if a.dln:
+        lin = data.make("gaussian_linear", {"n_train": 1000, "n_test": 1000, "dim": 10,
+                                            "seed": 0})
+        for norm in ("none", "batchnorm"):
+            specs = [dln_spec(norm, s, 300) for s in range(a.dln)]
+            with mock.patch.object(stacked, "batchable", lambda _s: (False, "benchmark")):
+                alone = cpu(lambda specs=specs: loop.train_block(specs, lin, "cpu"))
+            block = cpu(lambda specs=specs: loop.train_block(specs, lin, "cpu"))
+            print(f"dln25 {norm:9s} {a.dln} seeds, 300 steps: per seed {alone:.2f} CPU-s, "
+                  f"block of {a.dln} {block:.2f} CPU-s, ratio {alone / block:.2f}")
     grouped, looped = jitter(ds, a.steps)
     print(f"bn_jitter per BN run (default study's options): grouped {grouped:.2f} CPU-s, "
           f"per-mini-batch loop {looped:.2f} CPU-s, {looped / grouped:.1f}x")
