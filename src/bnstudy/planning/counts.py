@@ -60,12 +60,16 @@ def rewrite(text: str, root: str | Path = ".") -> str:
     """``text`` with every counts block regenerated."""
     def block(m: re.Match) -> str:
         results = Path(root) / m.group("results")
-        if not results.is_dir():  # a study not run (shipped) yet: its rounds are not known
+        try:
+            c = counts(Path(root) / m.group("config"), results)
+        except ValueError:
+            if results.is_dir():
+                raise
+            # a replicated study not run (shipped) yet: its rounds are not known
             return (m.group(1) + f"`{m.group('config')}`: not shipped yet (no "
                     f"`{m.group('results')}`): its jobs depend on the replication rounds it "
                     "takes; `python -m bnstudy check` prints what its budget buys\n"
                     + m.group("end"))
-        c = counts(Path(root) / m.group("config"), results)
         return m.group(1) + f"`{m.group('config')}`: " + sentence(c) + "\n" + m.group("end")
 
     return BLOCK.sub(block, text)
