@@ -9,11 +9,8 @@ import sys
 from pathlib import Path
 
 
-def _runs(cfg: dict) -> str:
+def _runs(plan) -> str:
     """'N training runs', and with replication policies the most the rounds can add."""
-    from bnstudy.planning.plan import Plan
-
-    plan = Plan(cfg)
     first = len(plan.runs)  # a replicated experiment's first round
     top = sum(len(x["norms"]) * (plan.policies[e].rounds[-1] if e in plan.policies
                                  else len(x["seeds"])) for e, x in plan.experiments.items())
@@ -22,21 +19,19 @@ def _runs(cfg: dict) -> str:
             f"rounds")
 
 
-def _time_here(cfg: dict) -> str:
+def _time_here(plan) -> str:
     """How long the study should take on this machine (bnstudy.planning.cost.on_this_machine),
     in one line."""
     from bnstudy.planning import cost as study_cost
-    from bnstudy.planning.plan import Plan
+    from bnstudy.planning.budget import CALIBRATION
     from bnstudy.train import loop as training
 
     try:
-        gpu = training.resolve_device(cfg["device"]).type != "cpu"
+        gpu = training.resolve_device(plan.config["device"]).type != "cpu"
     except ValueError:
         gpu = False
     cores = os.cpu_count() or 1
-    from bnstudy.planning.budget import CALIBRATION
-
-    t = study_cost.on_this_machine(Plan(cfg), cores, gpu, CALIBRATION)
+    t = study_cost.on_this_machine(plan, cores, gpu, CALIBRATION)
     where = f"{cores} CPU cores" + (" and a GPU" if gpu else ", no GPU")
     return (f"should take at most {study_cost.duration(t['wall'])} on this machine ({where}; "
             f"`snakemake --cores {cores}`: {t['jobs']} jobs, "
@@ -49,6 +44,9 @@ def _time_here(cfg: dict) -> str:
 
 def cmd_check(a) -> None:
     from bnstudy.config import study
+    from bnstudy.planning import budget
+    from bnstudy.planning import cost as study_cost
+    from bnstudy.planning.plan import Plan
 
     if a.cost_header and (a.merge or a.all or not a.configfiles):
         raise ValueError("--cost-header rewrites the block of each config file it is given: "
@@ -68,16 +66,12 @@ def cmd_check(a) -> None:
             print(f"{name}: error: {e}", file=sys.stderr)
             bad.append(name)
             continue
-        print(f"{name}: config OK ({len(cfg['experiments'])} experiments, {_runs(cfg)})")
+        plan = Plan(cfg)  # one plan per config: every line below reads it
+        print(f"{name}: config OK ({len(cfg['experiments'])} experiments, {_runs(plan)})")
         if not (a.cluster or a.cost_header):
-            print(f"{name}: {_time_here(cfg)}")
-        for line in _budget_lines(cfg):  # what the replication budget buys
+            print(f"{name}: {_time_here(plan)}")
+        for line in budget.lines(plan):  # what the replication budget buys
             print(f"{name}: {line}")
-        if a.cluster or a.cost_header:
-            from bnstudy.planning import cost as study_cost
-            from bnstudy.planning.plan import Plan
-
-            plan = Plan(cfg)
         if a.cluster:  # what each rule's jobs ask a scheduler for (bnstudy.planning.job_resources)
             print(plan.resource_table())
         if a.cost_header:  # the header's generated cost block (bnstudy.planning.cost)
@@ -86,8 +80,3 @@ def cmd_check(a) -> None:
     if bad:
         raise ValueError(f"{len(bad)} of {len(groups)} configs failed: {', '.join(bad)}")
 
-
-def _budget_lines(cfg: dict) -> list[str]:
-    from bnstudy.planning import budget, plan
-
-    return budget.lines(plan.Plan(cfg))

@@ -56,20 +56,17 @@ def _same_effect(a, b, tol: float) -> bool:
 
 
 def _differs(x, y) -> bool:
-    if x is None or y is None:
-        return (x is None) != (y is None)
-    if isinstance(x, float) or isinstance(y, float):
-        try:
-            return not _same_effect(x, y, 1e-9)
-        except (TypeError, ValueError):
-            pass
-    return str(x) != str(y)
+    """Numbers (missing ones as NaN) compared as effects are; anything else as text."""
+    try:
+        return not _same_effect(x, y, 1e-9)
+    except (TypeError, ValueError):
+        return str(x) != str(y)
 
 
 def why(ra, rb) -> str:
     """Why a row's two sides differ: the reasons of :data:`REASONS` whose columns differ (a
-    column one side lacks counts as differing only when the other side has a value), else
-    ``the data``; ``the declaration`` for a row in one ledger only."""
+    column only one ledger has is not compared), else ``the data``; ``the declaration`` for a
+    row in one ledger only."""
     if ra is None or rb is None:
         return "the declaration"
     found = [reason for reason, cols in REASONS
