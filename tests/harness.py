@@ -97,6 +97,18 @@ def write_config(path: Path, cfg: dict) -> Path:
 _SNAPSHOT: dict = {}
 
 
+def check_error_line(tmp_path: Path, cfg: dict) -> str:
+    """``python -m bnstudy check`` of ``cfg`` (written to ``tmp_path/c.yaml``, run there): it
+    fails, and its message is one line, which is returned."""
+    path = write_config(tmp_path / "c.yaml", cfg)
+    proc = subprocess.run([sys.executable, "-m", "bnstudy", "check", str(path)], cwd=tmp_path,
+                          capture_output=True, text=True, env=env(REPO), timeout=120)
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
 def shared_dir(tmp_path_factory) -> Path:
     """The test session's temporary directory shared by all its processes: under pytest-xdist
     the workers' own directories are its subdirectories (``popen-gw0``, ...); run alone, the

@@ -6,7 +6,6 @@ in one line, before any job."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
 
@@ -27,18 +26,6 @@ def _config(**extra) -> dict:
     return cfg
 
 
-def _check_line(tmp_path, cfg: dict) -> str:
-    """``python -m bnstudy check`` of ``cfg``: it fails, and its message is one line."""
-    path = harness.write_config(tmp_path / "c.yaml", cfg)
-    proc = subprocess.run([sys.executable, "-m", "bnstudy", "check", str(path)], cwd=tmp_path,
-                          capture_output=True, text=True, env=harness.env(harness.REPO),
-                          timeout=120)
-    assert proc.returncode != 0, proc.stdout + proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    return lines[0]
-
-
 @pytest.mark.parametrize("target, said", [
     ("no_such_module_xyz:norm", "no module 'no_such_module_xyz'"),
     ("missing_file.py:norm", "no file missing_file.py"),
@@ -49,7 +36,7 @@ def _check_line(tmp_path, cfg: dict) -> str:
 def test_a_bad_import_path_fails_in_the_check_in_one_line(tmp_path, target, said):
     cfg = _config(normalizers={"mine": {"from": target}})
     cfg["experiments"]["star"]["norms"] = ["none", "mine"]
-    line = _check_line(tmp_path, cfg)
+    line = harness.check_error_line(tmp_path, cfg)
     assert line.startswith("bnstudy check: error: normalizers.mine: ") and said in line, line
     assert not (tmp_path / "results").exists()
 
@@ -72,7 +59,7 @@ def test_a_normalizer_that_breaks_the_contract_is_named(tmp_path):
 
 def test_claims_as_must_name_a_built_in(tmp_path):
     cfg = _config(normalizers={"rms": {"from": f"{EXAMPLE}:rms_norm", "claims_as": "bn"}})
-    line = _check_line(tmp_path, cfg)
+    line = harness.check_error_line(tmp_path, cfg)
     assert "normalizers.rms.claims_as: 'bn' is not a built-in normalizer" in line
 
 
@@ -105,7 +92,7 @@ def test_the_arrays_kind_reads_shapes_from_headers_and_checks_them(tmp_path):
         data.make("arrays", {"path": str(tmp_path / "nan.npz")})
     cfg = _config(datasets={"mine": {"kind": "arrays", "options": {"path": "none.npz"}}})
     cfg["experiments"]["star"]["dataset"] = "mine"
-    line = _check_line(tmp_path, cfg)
+    line = harness.check_error_line(tmp_path, cfg)
     assert "datasets.mine: no file 'none.npz'" in line
 
 

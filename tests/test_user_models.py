@@ -7,7 +7,6 @@ tiny study's workflow runs one: tests/test_user_code.py, the ``mine`` experiment
 from __future__ import annotations
 
 import copy
-import subprocess
 import sys
 import textwrap
 
@@ -125,15 +124,9 @@ def test_a_model_that_breaks_the_contract_is_named_before_any_job(tmp_path):
 ])
 def test_a_bad_import_path_fails_in_the_check_in_one_line(tmp_path, target, said):
     (tmp_path / "my_models.py").write_text(EXAMPLE.read_text())
-    path = harness.write_config(tmp_path / "c.yaml", _config({"from": target}))
-    proc = subprocess.run([sys.executable, "-m", "bnstudy", "check", str(path)], cwd=tmp_path,
-                          capture_output=True, text=True, env=harness.env(harness.REPO),
-                          timeout=120)
-    assert proc.returncode != 0, proc.stdout + proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert lines[0].startswith("bnstudy check: error: models.mine: cannot load"), lines[0]
-    assert said in lines[0] and not (tmp_path / "results").exists()
+    line = harness.check_error_line(tmp_path, _config({"from": target}))
+    assert line.startswith("bnstudy check: error: models.mine: cannot load"), line
+    assert said in line and not (tmp_path / "results").exists()
 
 
 def test_a_users_model_is_named_in_the_ledgers_deviations():
