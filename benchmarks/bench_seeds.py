@@ -1,10 +1,12 @@
 """Seeds per CPU-second: a block of seeds stepped together against one seed after another.
 
-Both paths of the trainer (:func:`bnstudy.train.loop.train_block`) side by side in one process
+The paths of the trainer (:func:`bnstudy.train.loop.train_block`) side by side in one process
 and one thread, on the default study's digits MLP (4x128, batch 64, its ``digits_sgd`` training:
 600 steps, an evaluation of both splits every 50, 5 checkpoints), for the ``none`` and
 ``batchnorm`` arms: the per-seed path (the unbatched kernel, what a job trained before issue 47:
-one seed after another) and the batched path at each block size. Also prints the matrix-multiply
+one seed after another) and the batched path at each block size, through the hand-written
+kernel a job runs for these nets (:mod:`bnstudy.train.bmm`) and through vmap's (the kernel of
+every other net; the same numbers, bitwise). Also prints the matrix-multiply
 floor (the step's GEMMs alone, timed here) as a share of a seed's training time. Last line, for
 the arm with the smaller ratio at the default block size::
 
@@ -14,7 +16,7 @@ Also prints ``bn_jitter``'s CPU time per BN run, its grouped pass against the pe
 loop it replaced (issue 47's target: 5x).
 
 With ``--dln K`` it also times the default study's 25-layer DLN, K seeds one after another
-against a block of K (issue 47's note: its narrow layers run no faster through vmap).
+against a block of K, through either kernel (its narrow layers ran no faster through vmap).
 
 Run:  python benchmarks/bench_seeds.py [--sizes 4 8 16 32] [--per-seed 4] [--steps 600] [--dln 3]
 """
@@ -29,7 +31,7 @@ import torch
 from torch import nn
 
 from bnstudy import data
-from bnstudy.train import loop, stacked
+from bnstudy.train import bmm, loop, stacked
 
 
 def spec(norm: str, seed: int, steps: int) -> dict:
@@ -63,8 +65,18 @@ def per_seed(norm: str, n: int, steps: int, ds) -> float:
         return cpu(lambda: loop.train_block(specs, ds, "cpu"))
 
 
-def batched(norm: str, k: int, steps: int, ds) -> float:
-    return cpu(lambda: loop.train_block([spec(norm, s, steps) for s in range(k)], ds, "cpu"))
+def batched(norm: str, k: int, steps: int, ds, kernel: str = "hand") -> float:
+    """CPU seconds of a block of ``k`` seeds through the hand-written kernel (what a job runs
+    for these nets, :mod:`bnstudy.train.bmm`) or, ``kernel="vmap"``, through vmap's."""
+    specs = [spec(norm, s, steps) for s in range(k)]
+    return cpu(lambda: _block(specs, ds, kernel))
+
+
+def _block(specs, ds, kernel: str):
+    if kernel == "hand":
+        return loop.train_block(specs, ds, "cpu")
+    with mock.patch.object(bmm, "program", lambda *_a: None):
+        return loop.train_block(specs, ds, "cpu")
 
 
 def matmul_floor(ds, steps: int, repeats: int = 200) -> float:
@@ -128,9 +140,10 @@ def main() -> None:
               f"{y / (1 / floor):.2f} of the floor")
         for k in sizes:
             x = k / batched(norm, k, a.steps, ds)
+            v = k / batched(norm, k, a.steps, ds, "vmap")
             print(f"{norm:9s} block of {k:3d}: {x:.3f} seeds/CPU-s, ratio {x / y:.2f}, "
-                  f"{x / (1 / floor):.2f} of the floor" + ("  (default)" if k == default_k
-                                                           else ""))
+                  f"{x / (1 / floor):.2f} of the floor; through vmap {v:.3f}, ratio {v / y:.2f}"
+                  + ("  (default)" if k == default_k else ""))
             if k == default_k and (last is None or x / y < last[2]):
                 last = (x, y, x / y)
     if a.dln:
@@ -140,9 +153,11 @@ def main() -> None:
             specs = [dln_spec(norm, s, 300) for s in range(a.dln)]
             with mock.patch.object(stacked, "batchable", lambda _s: (False, "benchmark")):
                 alone = cpu(lambda specs=specs: loop.train_block(specs, lin, "cpu"))
-            block = cpu(lambda specs=specs: loop.train_block(specs, lin, "cpu"))
+            block = cpu(lambda specs=specs: _block(specs, lin, "hand"))
+            vmapped = cpu(lambda specs=specs: _block(specs, lin, "vmap"))
             print(f"dln25 {norm:9s} {a.dln} seeds, 300 steps: per seed {alone:.2f} CPU-s, "
-                  f"block of {a.dln} {block:.2f} CPU-s, ratio {alone / block:.2f}")
+                  f"block of {a.dln} {block:.2f} CPU-s, ratio {alone / block:.2f}; through "
+                  f"vmap {vmapped:.2f} CPU-s, ratio {alone / vmapped:.2f}")
     grouped, looped = jitter(ds, a.steps)
     print(f"bn_jitter per BN run (default study's options): grouped {grouped:.2f} CPU-s, "
           f"per-mini-batch loop {looped:.2f} CPU-s, {looped / grouped:.1f}x")

@@ -9,7 +9,10 @@ model hold *views* of its slot: the per-seed models stay what the rest of the tr
 the sum of the seeds' mean losses (each seed's gradient is exactly that of its own loss: the
 sum's derivative is 1) and one ``torch.optim.SGD`` step over the stacked tensors (elementwise:
 a slot's update is the one its own optimizer would make). Per-operation overhead (dispatch,
-autograd, the optimizer's Python) is paid once per block instead of once per seed.
+autograd, the optimizer's Python) is paid once per block instead of once per seed. For fully
+connected nets of linear maps, BN and ReLU, the forward pass runs vmap's own kernels written
+out by hand (:mod:`bnstudy.train.bmm`: bitwise the same numbers, without vmap's cost per
+operation); every other net goes through vmap.
 
 A seed's numbers do not depend on K or on its slot (``tests/test_block_training.py`` pins it
 bitwise for an MLP with and without BN and for a CNN, on the CPU): each batched kernel computes
@@ -29,6 +32,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 from torch.func import functional_call, vmap
+
+from bnstudy.train import bmm
 
 # seeds per training job when the config does not say (``benchmarks/bench_seeds.py``)
 DEFAULT_BLOCK = 16
@@ -94,6 +99,7 @@ class Stacked:
         self._stack(models)
         self.optimizer = make_optimizer(self.holder, cfg)
         self._step = vmap(self._one, in_dims=(0, 0, 0), randomness="error")
+        self.program = bmm.program(models[0], self.names)  # None: vmap's kernels
         self.watched: list[torch.Tensor] = []  # the trainer's unread losses, one [K] per step
 
     def _stack(self, models: list[nn.Module]) -> None:
@@ -122,7 +128,11 @@ class Stacked:
         all)."""
         if len(xs) == 1:  # the ghost's inputs
             xs, ys = torch.cat([xs, xs]), torch.cat([ys, ys])
-        out = self._step(tuple(self.p), tuple(self.b), xs)
+        if (self.program is not None and self.models[0].training
+                and not torch.is_autocast_enabled(xs.device.type) and xs.dtype == torch.float32):
+            out = bmm.forward(self.program, [*self.p, *self.b], xs)
+        else:
+            out = self._step(tuple(self.p), tuple(self.b), xs)
         return vmap(self.loss)(out, ys)
 
     def optimizer_state(self, k: int) -> dict:
