@@ -162,3 +162,17 @@ def test_a_shipped_study_lists_its_measure_tables_and_redraws_its_figures(tmp_pa
     with pytest.raises(ValueError, match="per experiment: name one"):
         shipped.plot("training_curves", tmp_path / "x.png")
     assert ship.size_mb(dest) < 1
+
+
+def test_every_study_config_is_shipped_with_its_papers_tests():
+    """All five studies ship a ledger (issue 48): the default study and each study config
+    under config/studies/ (not the paper-scale ones), and each ledger measures some of the
+    paper tests its paper is named for (luo: Luo et al.'s rows)."""
+    names = {"default"} | {p.stem for p in (ROOT / "config" / "studies").glob("*.yaml")
+                           if not p.stem.endswith("_paper")}
+    assert names == {"default", "santurkar", "balestriero", "luo", "dannemann"}
+    shipped = {p.parents[1].name for p in _shipped()}
+    assert names <= shipped, sorted(names - shipped)
+    claims = io.read_table(ROOT / "studies" / "luo" / "tables" / "claims.parquet")
+    measured = set(claims.loc[claims["verdict"] != "not measured", "claim_id"])
+    assert {"luo_sgd", "luo_bn", "luo_wn", "luo_pn"} <= measured, sorted(measured)
