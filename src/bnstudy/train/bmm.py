@@ -48,8 +48,7 @@ class Layer:
 def _linear(m: nn.Module, index: dict[str, int], name: str) -> Layer | None:
     if type(m) is not nn.Linear:
         return None
-    return Layer("linear", index[f"{name}.weight"],
-                 index.get(f"{name}.bias") if m.bias is not None else None)
+    return Layer("linear", index[f"{name}.weight"], index.get(f"{name}.bias"))
 
 
 def _norm(m: nn.Module, index: dict[str, int], name: str) -> Layer | None:
