@@ -205,3 +205,23 @@ def test_checkpoints_where_both_arms_have_converged_compare_like_with_like():
     assert sorted(set(kept["step"])) == [0, 200]  # step 50: only none had converged
     assert "step(s) 50 dropped for the seeds where none had reached" in stage.stage_note(df,
                                                                                          "loss")
+
+
+def test_a_population_norm_row_says_where_its_population_statistics_come_from():
+    """Luo §5 estimates PN's statistics on 10k training samples; a row of population_norm says
+    how many inputs and how often this study re-estimates them (config or registry default),
+    and no other normalizer's row does."""
+    setup = {"dataset": {"kind": "digits", "options": {}},
+             "model": {"arch": "resnet18", "width": 8, "norm_options": {
+                 "population_norm": {"n_samples": 512, "refresh_every": 20}}},
+             "training": {"lr": 0.05, "momentum": 0.9, "batch_size": 128, "steps": 800},
+             "measures": {}, "norms": ["batchnorm", "population_norm"]}
+    out = deviations.deviations(protocols.LUO_CNN[0], setup, "generalization", "population_norm")
+    assert ("PN's population statistics and gamma decay from 512 training inputs, re-estimated "
+            "every 20 steps, vs the paper's 10,000 samples") in out
+    assert not any("PN" in d for d in deviations.deviations(
+        protocols.LUO_CNN[0], setup, "generalization", "batchnorm"))
+    del setup["model"]["norm_options"]
+    out = deviations.deviations(protocols.LUO_CNN[0], setup, "generalization", "population_norm")
+    assert any("from 1,024 training inputs, re-estimated before every step" in d for d in out)
+

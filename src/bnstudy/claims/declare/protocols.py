@@ -42,6 +42,7 @@ class Protocol:
     decides: str = ""  # which quantity decides the claim in the paper
     nearest_for: tuple[str, ...] = ()  # other data kinds this setting is the closest one for
     data_options: tuple[tuple[str, float], ...] = ()  # the paper's dataset options, compared
+    population: int | None = None  # training samples PN's population statistics come from
 
     def describe(self) -> str:
         """The protocol in a few words, for the ledger's ``protocol`` column."""
@@ -138,7 +139,7 @@ LUO_CNN = (Protocol(
     "a ResNet18 (and the Salimans-Kingma CNN)", optimizer="SGD, momentum 0.9, lr scaled "
     "with the batch, decayed 1e-4 per step", momentum=0.9,
     where="training and validation loss over training, M = 128 and 1024",
-    decides="the validation loss"),)
+    decides="the validation loss", population=10_000),)
 
 # -- Dannemann & Junike ----------------------------------------------------------------------
 DANNEMANN = (Protocol(

@@ -15,6 +15,7 @@ import math
 from typing import TYPE_CHECKING
 
 from bnstudy.claims.declare.protocols import Protocol, pick
+from bnstudy.networks.norms.population_options import POPULATION_OPTIONS
 
 if TYPE_CHECKING:  # the plan imports setups() when the Snakefile is read: no pandas there
     import pandas as pd
@@ -78,9 +79,23 @@ def _probe_range(setup: dict) -> tuple[float, float] | None:
     return (float(min(m)), float(max(m))) if m else None
 
 
-def deviations(p: Protocol, setup: dict, table: str = "") -> list[str]:
+def _population(p: Protocol, setup: dict, norm: str) -> list[str]:
+    """Where a population_norm row's statistics come from, against the paper's sample count
+    (Luo §5: 10k training samples; how often they are re-estimated, the paper does not say)."""
+    if p.population is None or norm != "population_norm":
+        return []
+    own = (setup["model"].get("norm_options") or {}).get("population_norm") or {}
+    o = {**POPULATION_OPTIONS, **own}
+    k = int(o["refresh_every"])
+    every = "before every step" if k == 1 else f"every {k} steps"
+    return [f"PN's population statistics and gamma decay from {int(o['n_samples']):,} training "
+            f"inputs, re-estimated {every}, vs the paper's {p.population:,} samples"]
+
+
+def deviations(p: Protocol, setup: dict, table: str = "", norm: str = "") -> list[str]:
     """The concrete differences between an experiment's ``setup`` and protocol ``p``; a
-    claim measured on ``table`` ``smoothness`` also compares the probe range."""
+    claim measured on ``table`` ``smoothness`` also compares the probe range, and a row of
+    ``norm`` population_norm where its statistics come from."""
     out = []
     kind, opts = setup["dataset"]["kind"], setup["dataset"].get("options", {})
     if p.data and kind not in p.data:
@@ -116,7 +131,7 @@ def deviations(p: Protocol, setup: dict, table: str = "") -> list[str]:
     cps = t.get("checkpoints")
     if "every training step" in p.where and cps:
         out.append(f"measured at steps {', '.join(map(str, cps))} and the last, not every step")
-    return out
+    return out + _population(p, setup, norm)
 
 
 def _row_setups(row, setups_: dict, kinds: set[str]) -> list[dict]:
@@ -159,8 +174,8 @@ def add_columns(ledger: pd.DataFrame, protocols: dict[str, tuple[Protocol, ...]]
         p = pick(ps, s0["model"].get("arch"), s0["dataset"]["kind"])
         seen: list[str] = []
         for s in found:
-            seen.extend(d for d in deviations(p, s, tables.get(r["claim_id"], ""))
-                        if d not in seen)
+            seen.extend(d for d in deviations(p, s, tables.get(r["claim_id"], ""),
+                                              str(r.get("norm", ""))) if d not in seen)
         proto.append(p.describe())
         devs.append(SEP.join(seen) or NONE)
     out["protocol"] = proto

@@ -52,6 +52,7 @@ from bnstudy.networks.norms.float32 import Float32Statistics
 from bnstudy.networks.norms.host_ints import buffer_int, remember_int
 from bnstudy.networks.norms.layers import channel_view
 from bnstudy.networks.norms.population_decay import PROBES, curvature_zeta
+from bnstudy.networks.norms.population_options import POPULATION_OPTIONS
 from bnstudy.networks.norms.registry import (
     Normalizer,
     int_at_least,
@@ -218,8 +219,7 @@ def _population_refresh(model: nn.Module, ctx, step: int, o: dict) -> None:
 register(Normalizer(
     "population_norm", lambda c, kind, zeta, eps, **_: PopulationNorm(c, zeta=zeta, eps=eps),
     linear_bias=False,
-    options={"n_samples": 1024, "refresh_every": 1, "zeta": "eq3", "zeta_batch_size": None,
-             "zeta_probes": 4, "eps": 1e-5},
+    options=dict(POPULATION_OPTIONS),
     check=_check_population, before_update=_population_refresh, batched=False,
     option_docs={
         "n_samples": "training inputs in the population the statistics are estimated on",
