@@ -43,3 +43,13 @@ def test_the_changed_verdict_list_keeps_verdict_changes_only():
     assert md.startswith("- `grad_pred` [digits: batchnorm vs none]: undecided -> supported "
                          "(after Holm: undecided -> undecided)")
     assert "why: the seeds" in md
+
+
+def test_a_row_whose_own_statistics_are_equal_moved_with_its_holm_family():
+    """Only the adjusted verdict moved (other rows of the family changed their p-values): the
+    reason is Holm's family, not "the data"; a moved p-value or effect is the data again."""
+    a = _ledger(p_value=0.004, p_adjusted=0.06, adjusted_verdict="undecided")
+    b = _ledger(p_value=0.004, p_adjusted=0.02, adjusted_verdict="supported")
+    assert list(compare.compare(a, b)["why"]) == ["Holm's family"]
+    c = _ledger(p_value=0.001, p_adjusted=0.02, adjusted_verdict="supported", effect=-0.7)
+    assert list(compare.compare(a, c)["why"]) == ["the data"]

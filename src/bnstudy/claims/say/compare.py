@@ -9,10 +9,12 @@ the larger magnitude, count as equal; ``tol=0`` asks for identical numbers). The
 
 Each differing row also says **why** it moved (:func:`why`), from what else differs between its
 two sides: ``the quantity`` (what the row measures, its ``quantity`` text), ``the rule`` (its
-test direction, margin, role or interval level), ``the seeds`` (how many seeds it pooled) and,
-when none of these changed, ``the data`` (the same question asked of numbers that moved: a
-retrained run, a kernel that rounds differently). A row only in one ledger was added or removed
-by the claims' declarations (``the declaration``).
+test direction, margin, role or interval level), ``the seeds`` (how many seeds it pooled),
+``Holm's family`` (only its adjusted verdict moved, its own effect, interval and p-value equal:
+the other rows of the study's Holm family changed) and, when none of these changed, ``the
+data`` (the same question asked of numbers that moved: a retrained run, a kernel that rounds
+differently). A row only in one ledger was added or removed by the claims' declarations (``the
+declaration``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ VERDICTS = ("verdict", "adjusted_verdict")
 REASONS = (("the quantity", ("quantity",)),
            ("the rule", ("rule", "margin", "role", "interval_level")),
            ("the seeds", ("n_seeds",)))
+OWN = ("verdict", "effect", "ci_low", "ci_high", "p_value")  # a row's own statistics
+HOLM = "Holm's family"
 
 
 def _keyed(ledger: pd.DataFrame) -> pd.DataFrame:
@@ -65,13 +69,19 @@ def _differs(x, y) -> bool:
 
 def why(ra, rb) -> str:
     """Why a row's two sides differ: the reasons of :data:`REASONS` whose columns differ (a
-    column only one ledger has is not compared), else ``the data``; ``the declaration`` for a
-    row in one ledger only."""
+    column only one ledger has is not compared), else ``Holm's family`` when the row's own
+    statistics (:data:`OWN`) are equal and only its adjusted verdict moved, else ``the data``;
+    ``the declaration`` for a row in one ledger only."""
     if ra is None or rb is None:
         return "the declaration"
-    found = [reason for reason, cols in REASONS
-             if any(_differs(ra.get(c), rb.get(c)) for c in cols
-                    if c in ra.index and c in rb.index)]
+
+    def moved(cols) -> bool:
+        return any(_differs(ra.get(c), rb.get(c)) for c in cols
+                   if c in ra.index and c in rb.index)
+
+    found = [reason for reason, cols in REASONS if moved(cols)]
+    if not found and "p_value" in ra.index and "p_value" in rb.index and not moved(OWN):
+        return HOLM
     return ", ".join(found) or "the data"
 
 
