@@ -226,7 +226,6 @@ def test_a_population_norm_row_says_where_its_population_statistics_come_from():
     assert any("from 1,024 training inputs, re-estimated before every step" in d for d in out)
 
 
-
 def test_the_shipped_luo_pn_row_names_its_population_statistics():
     ledger = pd.read_parquet("studies/luo/tables/claims.parquet")
     rows = ledger[ledger["claim_id"] == "luo_pn"]
