@@ -118,7 +118,7 @@ def test_a_served_job_writes_bitwise_what_its_own_process_writes(server, star_fi
         io.read_provenance(alone / "history.parquet")["config_hash"]
 
 
-# the tiny study's options (.test/config.yaml): probes, a Hessian power iteration and random
+# the tiny study's options (.test/config.yaml): probes, a Hessian Lanczos iteration and random
 # point sets, all seeded -- what a server's state (threads, RNG, kernels) would change
 MEASURE_OPTIONS = {
     "smoothness": {"multipliers": [0.5, 4.0], "n_probes": 3, "hessian": True,

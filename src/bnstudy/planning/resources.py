@@ -149,7 +149,7 @@ def measure_work(name: str, opts, size, n_train: int, n_test: int, training: dic
         calls = ckpts * (size.layers + 3)
         device = act * (3 * batch + probe)
     elif name == "smoothness":
-        hvps = 2 * opts.hessian_iters if opts.hessian and (
+        hvps = opts.hessian_iters if opts.hessian and (
             size.params <= opts.hessian_max_params) else 0
         passes = ckpts * batch * ((1 + opts.n_probes) * FORWARD_BACKWARD + hvps * HVP)
         calls = ckpts * (1 + opts.n_probes + hvps)

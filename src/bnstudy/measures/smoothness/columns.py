@@ -27,7 +27,8 @@ COLUMNS = {
         "hessian_top": "largest eigenvalue of L's Hessian at w (NaN when not computed)",
         "hessian_dominant": "the Hessian's eigenvalue of largest magnitude, signed",
         "hessian_iterations": ("integer", "Hessian-vector products used (count; 0 when off)"),
-        "hessian_converged": ("boolean", "whether the power iteration met its tolerance"),
+        "hessian_converged": ("boolean", "whether the Lanczos iteration met its tolerance "
+                              "(eigen-residual <= hessian_tol x spectral radius)"),
         "lr": ("float", "lr_t, the scheduled learning rate of the step: eta = multiplier x lr_t"),
         "n_probes": ("integer", "probes along -g (count)"),
         "n_params": ("integer", "trainable parameters (count)"),

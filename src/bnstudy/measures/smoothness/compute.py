@@ -50,9 +50,9 @@ Choices the paper leaves open, fixed here:
 - ``beta_eff`` is NaN when ``η‖g‖ = 0`` (a zero gradient or ``lr = 0``).
 
 Cost per checkpoint: ``1 + n_probes`` forward+backward passes on ``B`` (the pass-count floor),
-plus, when the Hessian is on, at most ``hessian_iters`` Hessian-vector products (twice that when
-negative curvature dominates; each is one double-backward through the graph of the first pass,
-which is then built with ``create_graph``). The Hessian is skipped (NaN) for models with more than
+plus, when the Hessian is on, at most ``hessian_iters`` Hessian-vector products (Lanczos steps,
+:mod:`.hessian`; each is one double-backward through the graph of the first pass, which is then
+built with ``create_graph``). The Hessian is skipped (NaN) for models with more than
 ``hessian_max_params`` parameters.
 """
 
@@ -115,8 +115,8 @@ def probe_line(objective: Objective, step_size: float, multipliers,
                hessian_opts: dict | None = None) -> LineResult:
     """Probe ``objective`` along ``-g`` from its current point ``w``.
 
-    ``hessian_opts`` (``iters``, ``tol``, ``seed``) turns on the top-eigenvalue power iteration
-    at ``w`` (run first: the probes then move the leaves). The leaves are back at ``w`` on return.
+    ``hessian_opts`` (``iters``, ``tol``, ``seed``) turns on the top eigenvalue's Lanczos
+    iteration at ``w`` (run first: the probes then move the leaves). The leaves are back at ``w`` on return.
     """
     w = objective.get()
     eig = None
