@@ -87,7 +87,7 @@ def test_tables_and_their_parts(default):
 def test_sweep_axes_travel_in_the_grid(luo):
     grid = json.loads(luo.table_grid(plan.HISTORY))
     ts = {e: g for e, g in grid.items() if not e.startswith(("resnet18_", "cnn"))}
-    assert len(ts) == 51 and all(set(g["axes"]) >= {"alpha", "data_seed"} for g in ts.values())
+    assert len(ts) == 408 and all(set(g["axes"]) >= {"alpha", "data_seed"} for g in ts.values())
     assert grid["resnet18_m1024"]["axes"] == {"regime": "m1024"}
     assert "axes" not in grid["cnn"]  # not swept
 

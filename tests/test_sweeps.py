@@ -3,6 +3,7 @@ bnstudy.config.loader.read_study, bnstudy.config.study.load)."""
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,11 @@ CHANGED = {
                         **{("experiments", e): {"replication", "measures"}
                            for e in ("dln", "vgg")}},
 }
+# 2026-12-06: luo.yaml's teacher-student part moved to 24 fresh data draws (seeds 3-26, new
+# entries); the three-draw pilot's entries (d0-d2) are gone from it (luo_paper keeps them)
+_LUO = json.loads((FROZEN / "luo.json").read_text())
+CHANGED["luo"].update({(section, e): "removed" for section in ("datasets", "experiments")
+                       for e in _LUO[section] if re.search(r"_d[012](_|$)", e)})
 
 
 @pytest.mark.parametrize("path", STUDIES)
@@ -97,22 +103,24 @@ def test_shipped_study_expands_to_its_frozen_flat_form(path):
             keys = {k for k in set(new) | set(old) if _json(new.get(k)) != _json(old.get(k))}
             assert keys <= changed.get((section, e), set()), (section, e, keys)
     if name in ("luo", "luo_paper"):  # the teacher-student arms: measured as before, only
-        arms = [e for e in frozen["experiments"]]
+        arms = [e for e in frozen["experiments"]
+                if changed.get(("experiments", e)) != "removed"]
         assert all(flat["experiments"][e]["measures"] == ["teacher_student"] for e in arms)
 
 
 def test_luo_expansion_keeps_names_order_and_types():
     cfg = study.load([ROOT / "config/studies/luo.yaml"])
-    assert list(cfg["datasets"])[:4] == ["ts_a0p5_d0", "ts_a0p5_d1", "ts_a0p5_d2", "ts_a1_d0"]
-    assert list(cfg["experiments"])[:4] == ["a0p5_d0_gd", "a0p5_d0_sgd", "a0p5_d0_wn",
-                                            "a0p5_d1_gd"]
-    assert list(cfg["experiments"])[-11:-5] == ["bs16_d0", "bs16_d1", "bs16_d2",
-                                                "bs128_d0", "bs128_d1", "bs128_d2"]
+    draws = range(3, 27)  # 24 fresh draws (the pilot's 0-2 left out)
+    assert list(cfg["datasets"])[:25] == [*(f"ts_a0p5_d{d}" for d in draws), "ts_a1_d3"]
+    assert list(cfg["experiments"])[:4] == ["a0p5_d3_gd", "a0p5_d3_sgd", "a0p5_d3_wn",
+                                            "a0p5_d4_gd"]
+    assert list(cfg["experiments"])[-53:-5] == [*(f"bs16_d{d}" for d in draws),
+                                                *(f"bs128_d{d}" for d in draws)]
     assert list(cfg["experiments"])[-5:] == ["resnet18_m128", "resnet18_m1024",
                                              "resnet18_m1024_dropout", "resnet18_m1024_sumlr",
                                              "cnn"]
-    opts = cfg["datasets"]["ts_a2_d0"]["options"]
-    assert opts == {"N": 400, "S": 0.25, "n_test": 2000, "alpha": 2.0, "seed": 0}
+    opts = cfg["datasets"]["ts_a2_d3"]["options"]
+    assert opts == {"N": 400, "S": 0.25, "n_test": 2000, "alpha": 2.0, "seed": 3}
     assert type(opts["alpha"]) is float and type(opts["seed"]) is int
 
 
@@ -268,7 +276,8 @@ def test_cli_check_expands_the_study(capsys, monkeypatch):
     assert cli.main(["check", "config/studies/luo.yaml"]) == 0
     # issue 30: a variance-only BN arm at every load (15 runs)
     # (its §5 experiments replicate to a budget: more runs after their first round)
-    assert "config OK (56 experiments, 116 training runs in the first round" in (
+    # 24 data draws since 2026-12-06 (22 runs each), and the §5 experiments' 50 runs
+    assert "config OK (413 experiments, 578 training runs in the first round" in (
         capsys.readouterr().out)
 
 
@@ -316,7 +325,7 @@ def test_shipped_studies_keep_their_sweep_axes():
     want = {"balestriero": {"data": 1}, "balestriero_paper": {"data": 3},
             "config": {"training_lr": 2}, "santurkar": {"training_lr": 2},
             "santurkar_paper": {"training_lr": 2},
-            "luo": {"alpha,data_seed,arm": 45, "alpha,data_seed,bs": 6, "regime": 4},
+            "luo": {"alpha,data_seed,arm": 360, "alpha,data_seed,bs": 48, "regime": 4},
             "luo_paper": {"alpha,data_seed,arm": 180, "alpha,data_seed,bs": 12, "regime": 4}}
     for path in STUDIES:
         axes = study.load([ROOT / path]).get("sweep_axes", {})
