@@ -13,17 +13,22 @@ the *top* (largest algebraic) eigenvalue is the largest Ritz value and the *domi
 second phase. Convergence is judged on the eigen-residual ``‖H y - theta y‖₂`` of a Ritz pair
 (``|beta_k s[k]|`` for the Lanczos vector ``beta_k`` and the last entry of the Ritz vector
 ``s`` of the tridiagonal matrix), which bounds the distance from ``theta`` to the nearest
-eigenvalue of the symmetric ``H``: the iteration stops when the residuals of the top and the
-dominant Ritz pair are both at most ``tol`` times the spectral radius estimate ``|theta_dom|``,
-or when it finds an invariant subspace (Ritz values exact); otherwise after ``iters`` products,
-flagged as not converged. ``iterations`` counts the products.
+eigenvalue of the symmetric ``H``: the iteration stops when the residual of the top Ritz pair
+is at most ``tol`` times ``|theta_top|`` and that of the dominant pair at most ``tol`` times
+``|theta_dom|``, or when it finds an invariant subspace (Ritz values exact); otherwise after
+``iters`` products, flagged as not converged. ``iterations`` counts the products. Each pair is
+held to its own scale: measured against the spectral radius, a top eigenvalue far below a
+dominant negative one passed with a residual larger than itself, at an interior eigenvalue
+(on the default study's DLN with LayerNorm at initialization: 1.5 where the top is 210, the
+dominant -5346; the power iteration before, whose test was the spectral radius's, gave -0.53).
 
 Until 2026-12 this was power iteration with the same stopping test (and a shifted second phase
 when negative curvature dominated). On the default study's 25-layer deep linear net, Lanczos
 needs about a third of the products for the same tolerance (69 against 254 over a BN run's
 seven checkpoints), and its top Ritz value is closer to the top eigenvalue (Ritz values
 approach it from below; power iteration at ``tol = 1e-2`` stopped up to 0.2% lower, and on one
-checkpoint missed the dominant eigenvalue by 12% within its 50 products):
+checkpoint missed the dominant eigenvalue by 12% within its 50 products; on the default study's
+795 checkpoints it used 13,903 products and missed its tolerance 45 times):
 ``tests/test_smoothness.py`` holds both against an exact eigen-decomposition.
 """
 
@@ -75,14 +80,14 @@ class EigenResult:
 def _ritz(alphas: list[float], betas: list[float], beta: float, tol: float
           ) -> tuple[float, float, bool]:
     """Top and dominant Ritz values of the tridiagonal matrix (``alphas`` on the diagonal,
-    ``betas`` beside it) and whether both pairs' residual bounds (``|beta s[-1]|``) meet
-    ``tol`` times the spectral radius estimate."""
+    ``betas`` beside it) and whether each pair's residual bound (``|beta s[-1]|``) is at most
+    ``tol`` times its own Ritz value's magnitude."""
     t = np.diag(alphas) + np.diag(betas, 1) + np.diag(betas, -1)
     theta, s = np.linalg.eigh(t)  # ascending
     dom = int(np.argmax(np.abs(theta)))
     res = np.abs(beta * s[-1])
-    limit = tol * abs(theta[dom])
-    return float(theta[-1]), float(theta[dom]), bool(res[-1] <= limit and res[dom] <= limit)
+    ok = res[-1] <= tol * abs(theta[-1]) and res[dom] <= tol * abs(theta[dom])
+    return float(theta[-1]), float(theta[dom]), bool(ok)
 
 
 def top_eigenvalue(hvp: Callable[[Vector], Vector], like: Sequence[torch.Tensor],
