@@ -28,7 +28,8 @@ COLUMNS = {
         "hessian_dominant": "the Hessian's eigenvalue of largest magnitude, signed",
         "hessian_iterations": ("integer", "Hessian-vector products used (count; 0 when off)"),
         "hessian_converged": ("boolean", "whether the Lanczos iteration met its tolerance "
-                              "(eigen-residual <= hessian_tol x spectral radius)"),
+                              "(the top's and the dominant's eigen-residual <= hessian_tol x "
+                              "their own magnitude)"),
         "lr": ("float", "lr_t, the scheduled learning rate of the step: eta = multiplier x lr_t"),
         "n_probes": ("integer", "probes along -g (count)"),
         "n_params": ("integer", "trainable parameters (count)"),
