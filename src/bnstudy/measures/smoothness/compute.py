@@ -116,7 +116,8 @@ def probe_line(objective: Objective, step_size: float, multipliers,
     """Probe ``objective`` along ``-g`` from its current point ``w``.
 
     ``hessian_opts`` (``iters``, ``tol``, ``seed``) turns on the top eigenvalue's Lanczos
-    iteration at ``w`` (run first: the probes then move the leaves). The leaves are back at ``w`` on return.
+    iteration at ``w`` (run first: the probes then move the leaves). The leaves are back at
+    ``w`` on return.
     """
     w = objective.get()
     eig = None
