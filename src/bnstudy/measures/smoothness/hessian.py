@@ -44,14 +44,6 @@ import torch
 Vector = list[torch.Tensor]  # one tensor per parameter tensor
 
 
-def dot(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> torch.Tensor:
-    return sum((x * y).sum() for x, y in zip(a, b, strict=True))
-
-
-def norm(a: Sequence[torch.Tensor]) -> torch.Tensor:
-    return dot(a, a).sqrt()
-
-
 def hvp_operator(loss: torch.Tensor, params: Sequence[torch.Tensor]
                  ) -> tuple[Vector, Callable[[Vector], Vector]]:
     """The gradient of ``loss`` w.r.t. ``params`` (detached) and the operator ``v -> H v``.
