@@ -68,7 +68,9 @@ def test_the_shipped_dln_runs_at_the_papers_learning_rate(path):
            and "smoothness" in s["measures"]}
     assert dln, path
     lrs = sorted({s["training"]["lr"] for s in dln.values()})
-    assert 0.01 in lrs and min(lrs) <= 1e-3, lrs  # the paper's lr, and an lr axis below it
+    assert 0.01 in lrs, lrs  # the paper's lr
+    if "santurkar" in path:  # and the lr axis below it (the default study has none)
+        assert min(lrs) <= 1e-3, lrs
     paper = [e for e, s in dln.items() if s["training"]["lr"] == 0.01]
     for e in paper:
         out = deviations.deviations(protocols.SANTURKAR_DLN, setups[e], "smoothness")

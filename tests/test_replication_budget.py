@@ -181,19 +181,19 @@ def test_a_row_whose_need_the_budget_cannot_buy_says_so():
 
 
 def test_a_study_whose_budget_cannot_buy_a_rows_need_names_the_shortfall():
-    """The shipped default study's tables under the shipped config: its DLN, digits and lr-axis
+    """The shipped default study's tables under the shipped config: its DLN and digits
     experiments' budget is 12 seeds per arm, and the smoothness rows over them that need more say
     so in their words (the ledger without a budget says nothing of it)."""
     cfg = study.check(study.load([ROOT / "config/config.yaml"]), local=False)
     p = plan.Plan(cfg)
     tables = ROOT / "studies/default/tables"
-    # the tables the lr axis's smoothness rows read (the others' claims are "not measured")
+    # the tables the smoothness rows read (the others' claims are "not measured")
     frames = {t: io.read_table(tables / f"{t}.parquet")
               for t in ("training", "generalization", "smoothness")}
     assert set(frames) <= set(reads.TABLES)
     seeds = frames["training"].groupby("experiment")["seed"].nunique().to_dict()
     levels = sequential.interval_levels(p.plans(), seeds)
-    assert levels.budgets["dln_lr0p003"] == levels.budgets["dln"] == 12
+    assert levels.budgets["digits"] == levels.budgets["dln"] == 12
     ledger = evaluate(frames, 0.95, levels)
     short = ledger[ledger["in_words"].astype(str).str.contains("the budget buys")]
     assert len(short), "no row names the shortfall"
@@ -202,7 +202,7 @@ def test_a_study_whose_budget_cannot_buy_a_rows_need_names_the_shortfall():
                       r["in_words"])
         assert m and int(m[1]) > int(m[2]) == levels.budgets[r["experiment"]], r["in_words"]
         assert r["adjusted_verdict"] == "undecided"
-    assert {"dln", "dln_lr0p003", "digits"} & set(short["experiment"])
+    assert {"dln", "digits"} & set(short["experiment"])
 
 
 # -- check prints what every shipped study's budget buys -----------------------------------------

@@ -214,7 +214,7 @@ def test_the_extending_recipe_sweeps_the_star_learning_rate(tmp_path):
     assert flat["sweep_axes"] == {"star_lr0p01": {"training_lr": 0.01},
                                   "star_lr0p05": {"training_lr": 0.05},
                                   "star_lr0p2": {"training_lr": 0.2},
-                                  **default["sweep_axes"]}  # the default's DLN lr axis
+                                  **default.get("sweep_axes", {})}  # the default's (none)
     assert list(flat["experiments"]) == ["star_lr0p01", "star_lr0p05", "star_lr0p2",
                                          *list(default["experiments"])[1:]]
     assert flat["experiments"]["star_lr0p05"] == {**default["experiments"]["star"],

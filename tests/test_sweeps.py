@@ -50,11 +50,13 @@ CHANGED = {
     # issue 23: the figures' width and vector formats spelled out
     # issue 22: the measures' memory budget ("auto") spelled out in the default config
     # issue 30: the DLN at Santurkar's learning rate (1e-2 on the mean loss), log-spaced early
-    # checkpoints, and an lr axis after it (dln_lr*, new entries)
+    # checkpoints (an lr axis after it, dln_lr*, was added then and moved to the santurkar study
+    # on 2026-12-06, when the DLN took santurkar's 600 steps: issue 48's time target)
     # issue 51: star, dln and digits list their measures (the landscape runs on a new
     # experiment, digits_landscape, only)
     "config": {"teacher_student": None, "plots": None, "bn_jitter": None,
-               "partition_density": None, ("trainings", "dln_gd"): {"lr", "checkpoints"},
+               "partition_density": None,
+               ("trainings", "dln_gd"): {"lr", "checkpoints", "steps", "eval_every"},
                **{("experiments", e): {"replication", "measures"}
                   for e in ("star", "dln", "digits")}},
     "balestriero": {("experiments", e): {"replication"}
@@ -297,9 +299,10 @@ def test_sweep_axes_become_named_values_of_each_experiment():
             name, values)
         ds = flat["datasets"][flat["experiments"][name]["dataset"]]["options"]
         assert values["data_seed"] == ds["seed"]
-    # the default study's one sweep: the DLN's lr axis (issue 30)
-    assert study.load([ROOT / "config/config.yaml"])["sweep_axes"] == {
+    # santurkar's DLN lr axis (issue 30; the default study's until 2026-12-06, which has none)
+    assert study.load([ROOT / "config/studies/santurkar.yaml"])["sweep_axes"] == {
         "dln_lr0p001": {"training_lr": 0.001}, "dln_lr0p003": {"training_lr": 0.003}}
+    assert not study.load([ROOT / "config/config.yaml"]).get("sweep_axes")
 
 
 def test_axis_columns_are_added_to_tables_without_overwriting_their_own():
