@@ -10,7 +10,8 @@ The Hessian is never formed: :func:`hvp_operator` differentiates the loss once w
   estimates sum to the total's).
 - :func:`lanczos`: ``m`` steps of the Lanczos iteration with full re-orthogonalization (every new
   vector is orthogonalized twice against all earlier ones, as PyHessian does), from a unit start
-  vector ``v``. The tridiagonal ``T`` it builds has Ritz values ``theta_i`` (its eigenvalues) and
+  vector ``v`` (:func:`bnstudy.hessian.lanczos`, which the smoothness measure's top eigenvalue
+  uses too). The tridiagonal ``T`` it builds has Ritz values ``theta_i`` (its eigenvalues) and
   vectors ``s_i``; ``|beta_m s_i[m]|`` bounds the eigen-residual of each Ritz pair, so a Ritz
   value with a small one is within it of an eigenvalue of ``H``. A breakdown (an invariant
   subspace: ``beta ~ 0``) ends the iteration early with exact Ritz values.
@@ -28,14 +29,17 @@ moved to each tensor's device and dtype, so the same seed gives the same numbers
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
-Vector = list[torch.Tensor]
-HVP = Callable[[Vector], Vector]
-BREAKDOWN = 1e-10  # relative size of beta below which Lanczos has found an invariant subspace
+from bnstudy import hessian
+
+Vector = hessian.Vector
+HVP = hessian.HVP
+BREAKDOWN = hessian.BREAKDOWN
+_draw = hessian.draw
 
 
 def dot(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -44,24 +48,7 @@ def dot(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> torch.Tensor:
 
 def hvp_operator(loss: torch.Tensor, params: Sequence[torch.Tensor]) -> HVP:
     """``v -> H v`` for the Hessian of ``loss`` w.r.t. the leaf tensors ``params``."""
-    params = list(params)
-    grads = torch.autograd.grad(loss, params, create_graph=True)
-
-    def hvp(v: Vector) -> Vector:
-        out = torch.autograd.grad(grads, params, grad_outputs=list(v), retain_graph=True,
-                                  allow_unused=True)
-        return [torch.zeros_like(p) if o is None else o.detach()
-                for o, p in zip(out, params, strict=True)]
-
-    return hvp
-
-
-def _draw(like: Sequence[torch.Tensor], gen: torch.Generator, rademacher: bool) -> Vector:
-    out = []
-    for p in like:
-        z = torch.randn(p.shape, generator=gen, dtype=torch.float64)
-        out.append((torch.sign(z) if rademacher else z).to(p.device, p.dtype))
-    return out
+    return hessian.gradient_and_hvp(loss, params)[1]
 
 
 def hutchinson(hvp: HVP, like: Sequence[torch.Tensor], samples: int, seed: int
@@ -82,47 +69,11 @@ def mean_se(values: np.ndarray) -> tuple[float, float]:
     return float(v.mean()), float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else np.nan
 
 
-def _flat(v: Sequence[torch.Tensor]) -> torch.Tensor:
-    return torch.cat([t.reshape(-1).double() for t in v])
-
-
-def _split(flat: torch.Tensor, like: Sequence[torch.Tensor]) -> Vector:
-    out, i = [], 0
-    for p in like:
-        out.append(flat[i: i + p.numel()].view(p.shape).to(p.dtype))
-        i += p.numel()
-    return out
-
-
 def lanczos(hvp: HVP, v0: Vector, steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Ritz values (ascending), quadrature weights and residual bounds of ``steps`` Lanczos
-    steps (fewer at a breakdown) from ``v0`` (normalized here). The basis is kept in float64
-    as one (steps, n) matrix."""
-    like = list(v0)
-    v = _flat(v0)
-    v = v / v.norm()
-    basis = torch.zeros(steps, v.numel(), dtype=torch.float64, device=v.device)
-    alphas, betas = [], []
-    beta = 0.0
-    for j in range(steps):
-        basis[j] = v
-        w = _flat(hvp(_split(v, like)))
-        alpha = float(w @ v)
-        alphas.append(alpha)
-        w = w - alpha * v - (beta * basis[j - 1] if j else 0.0)
-        done = basis[: j + 1]
-        for _twice in range(2):  # full re-orthogonalization
-            w = w - done.T @ (done @ w)
-        beta = float(w.norm())
-        scale = max(abs(a) for a in alphas) + (max(betas) if betas else 0.0)
-        if j + 1 == steps or not np.isfinite(beta) or beta <= BREAKDOWN * max(scale, 1e-30):
-            break
-        betas.append(beta)
-        v = w / beta
-    m = len(alphas)
-    t = np.diag(alphas) + np.diag(betas[: m - 1], 1) + np.diag(betas[: m - 1], -1)
-    theta, s = np.linalg.eigh(t)
-    return theta, s[0] ** 2, np.abs(beta * s[-1])
+    steps (fewer at a breakdown) from ``v0`` (normalized here): :func:`bnstudy.hessian.lanczos`."""
+    r = hessian.lanczos(hvp, v0, steps)
+    return r.theta, r.weights, r.residuals
 
 
 def top_k(hvp: HVP, like: Sequence[torch.Tensor], k: int, steps: int, seed: int

@@ -1,11 +1,12 @@
 """Top Hessian eigenvalue by the Lanczos iteration on Hessian-vector products (double backward).
 
-The Hessian is never formed. :func:`hvp_operator` differentiates a scalar loss once with
-``create_graph=True`` and returns ``v -> H v`` as one extra backward pass through that graph per
-call (Pearlmutter's trick), so ``k`` steps cost one forward + backward + ``k`` double-backward
-passes.
+The Hessian is never formed. :func:`hvp_operator` (:func:`bnstudy.hessian.gradient_and_hvp`)
+differentiates a scalar loss once with ``create_graph=True`` and returns ``v -> H v`` as one
+extra backward pass through that graph per call (Pearlmutter's trick), so ``k`` steps cost one
+forward + backward + ``k`` double-backward passes.
 
-:func:`top_eigenvalue` runs the Lanczos iteration from a seeded Gaussian start vector, with full
+:func:`top_eigenvalue` runs the Lanczos iteration (:func:`bnstudy.hessian.lanczos`, the one the
+landscape measure's trace, top-k and density use) from a seeded Gaussian start vector, with full
 re-orthogonalization (every new vector orthogonalized twice against all earlier ones, in
 float64), and reads the eigenvalues off the Ritz values of the tridiagonal matrix it builds:
 the *top* (largest algebraic) eigenvalue is the largest Ritz value and the *dominant* one
@@ -41,24 +42,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-Vector = list[torch.Tensor]  # one tensor per parameter tensor
+from bnstudy import hessian
 
-
-def hvp_operator(loss: torch.Tensor, params: Sequence[torch.Tensor]
-                 ) -> tuple[Vector, Callable[[Vector], Vector]]:
-    """The gradient of ``loss`` w.r.t. ``params`` (detached) and the operator ``v -> H v``.
-
-    ``loss`` must be built from ``params`` (leaf tensors with ``requires_grad``).
-    """
-    grads = torch.autograd.grad(loss, list(params), create_graph=True)
-
-    def hvp(v: Vector) -> Vector:
-        out = torch.autograd.grad(grads, list(params), grad_outputs=list(v), retain_graph=True,
-                                  allow_unused=True)
-        return [torch.zeros_like(p) if o is None else o.detach()
-                for o, p in zip(out, params, strict=True)]
-
-    return [g.detach() for g in grads], hvp
+Vector = hessian.Vector
+hvp_operator = hessian.gradient_and_hvp  # (gradient, v -> H v) of a loss
 
 
 @dataclass(frozen=True)
@@ -69,17 +56,11 @@ class EigenResult:
     converged: bool
 
 
-def _ritz(alphas: list[float], betas: list[float], beta: float, tol: float
-          ) -> tuple[float, float, bool]:
-    """Top and dominant Ritz values of the tridiagonal matrix (``alphas`` on the diagonal,
-    ``betas`` beside it) and whether each pair's residual bound (``|beta s[-1]|``) is at most
-    ``tol`` times its own Ritz value's magnitude."""
-    t = np.diag(alphas) + np.diag(betas, 1) + np.diag(betas, -1)
-    theta, s = np.linalg.eigh(t)  # ascending
+def converged(theta: np.ndarray, res: np.ndarray, tol: float) -> bool:
+    """Whether the top Ritz pair's residual bound is at most ``tol`` times its Ritz value's
+    magnitude and the dominant pair's at most ``tol`` times its own (``theta`` ascending)."""
     dom = int(np.argmax(np.abs(theta)))
-    res = np.abs(beta * s[-1])
-    ok = res[-1] <= tol * abs(theta[-1]) and res[dom] <= tol * abs(theta[dom])
-    return float(theta[-1]), float(theta[dom]), bool(ok)
+    return bool(res[-1] <= tol * abs(theta[-1]) and res[dom] <= tol * abs(theta[dom]))
 
 
 def top_eigenvalue(hvp: Callable[[Vector], Vector], like: Sequence[torch.Tensor],
@@ -93,35 +74,11 @@ def top_eigenvalue(hvp: Callable[[Vector], Vector], like: Sequence[torch.Tensor]
     """
     if iters < 1:
         raise ValueError(f"the Lanczos iteration needs iters >= 1, got {iters}")
-    gen = torch.Generator().manual_seed(int(seed))
-    v0 = [torch.randn(p.shape, generator=gen, dtype=torch.float64).to(p.device, p.dtype)
-          for p in like]
-    sizes = [p.numel() for p in like]
-    q = torch.cat([x.reshape(-1).double() for x in v0])
-    q = q / q.norm()
-    steps = min(int(iters), q.numel())
-    basis = torch.empty(steps, q.numel(), dtype=torch.float64, device=q.device)
-    alphas: list[float] = []
-    betas: list[float] = []
-    for k in range(steps):
-        basis[k] = q
-        parts = hvp([c.view(p.shape).to(p.dtype) for c, p in zip(q.split(sizes), like,
-                                                                    strict=True)])
-        w = torch.cat([x.reshape(-1).double() for x in parts])
-        alpha = float(w @ q)
-        if not math.isfinite(alpha):
-            return EigenResult(float("nan"), float("nan"), k + 1, False)
-        alphas.append(alpha)
-        seen = basis[: k + 1]
-        for _twice in range(2):  # full re-orthogonalization (covers the three-term recurrence)
-            w = w - seen.T @ (seen @ w)
-        beta = float(w.norm())
-        if not math.isfinite(beta):
-            return EigenResult(float("nan"), float("nan"), k + 1, False)
-        top, dom, ok = _ritz(alphas, betas, beta, tol)
-        scale = max(abs(a) for a in alphas) + max(betas, default=0.0)
-        if ok or beta <= 1e-10 * max(scale, 1e-30):  # converged, or an invariant subspace
-            return EigenResult(top, dom, k + 1, True)
-        betas.append(beta)
-        q = w / beta
-    return EigenResult(top, dom, steps, False)
+    v0 = hessian.draw(like, torch.Generator().manual_seed(int(seed)))
+    steps = min(int(iters), sum(p.numel() for p in like))
+    r = hessian.lanczos(hvp, v0, steps, stop=lambda theta, res: converged(theta, res, tol))
+    if not np.isfinite(r.theta).all():
+        return EigenResult(math.nan, math.nan, r.products, False)
+    dom = int(np.argmax(np.abs(r.theta)))
+    return EigenResult(float(r.theta[-1]), float(r.theta[dom]), r.products,
+                       bool(r.exact or r.stopped))
