@@ -3,7 +3,7 @@
 Prints the cost model's CPU-minutes (uncalibrated) of the training and measure jobs a study
 ran, its round files read from ROUNDS (default: the shipped default study's), beside the
 calibrated per-seed cost of each replicated experiment. Compare the first figure with the
-study's measured CPU time (README's timing paragraph).
+study's measured CPU time (benchmarks/README.md, "The default study this round").
 
     python benchmarks/bench_budget.py [--config FILE] [--rounds studies/default/rounds]
 """

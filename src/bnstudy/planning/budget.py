@@ -10,8 +10,9 @@ development VM the cost model's local figures describe, and an upper one: every 
 in every round, where a later round trains only the arms its undecided rows compare.
 
 :data:`CALIBRATION` scales the cost model's conservative CPU throughputs to the measured run of
-the default study (README, 2026-12-06: 283 jobs, 16.4 CPU-min of user time and 1.3 of system
-time on the slower of the two development VMs). The cost model's CPU time of the jobs that run
+the default study (2026-12-06, 283 jobs, 16.4 CPU-min of user time and 1.3 of system time on the
+slower of the two development VMs; ``benchmarks/README.md``, which also records its recheck on
+the smaller default study of 096a775: 0.62). The cost model's CPU time of the jobs that run
 actually ran (training and measure jobs of the rounds taken, the arms each round trained,
 :func:`taken_minutes`, its shipped round files read) is 30.6 CPU-min against the whole study's
 measured 17.7 (``python benchmarks/bench_budget.py`` prints the model's figure): the factor
