@@ -1,5 +1,5 @@
-"""bnstudy.hessian: the one Lanczos iteration behind the smoothness measure's top eigenvalue and
-the landscape measure's top-k and density, against exact eigen-decompositions."""
+"""bnstudy.networks.hessian: the one Lanczos iteration behind the smoothness measure's top
+eigenvalue and the landscape measure's top-k and density, against exact eigen-decompositions."""
 
 import math
 
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from bnstudy import hessian
 from bnstudy.measures.landscape import curvature
 from bnstudy.measures.smoothness import hessian as smooth_hessian
+from bnstudy.networks import hessian
 
 
 def _sym(eigs, seed=0):
@@ -63,7 +63,8 @@ def test_a_non_finite_product_gives_nan_ritz_values_not_an_error():
 
 def test_smoothness_and_landscape_run_the_same_lanczos(monkeypatch):
     """One implementation (it was two until 2026-12-06): the smoothness measure's top
-    eigenvalue and the landscape measure's top-k and density all call bnstudy.hessian.lanczos,
+    eigenvalue and the landscape measure's top-k and density all call
+    bnstudy.networks.hessian.lanczos,
     and agree with each other and with the exact spectrum."""
     eigs = [-6.0, -1.0, 0.5, 2.0, 3.0, 8.0]
     h = _sym(eigs, seed=3)

@@ -326,7 +326,7 @@ def test_shipped_studies_keep_their_sweep_axes():
     from collections import Counter
 
     want = {"balestriero": {"data": 1}, "balestriero_paper": {"data": 3},
-            "config": {"training_lr": 2}, "santurkar": {"training_lr": 2},
+            "santurkar": {"training_lr": 2},  # the default's lr axis moved here (2026-12-06)
             "santurkar_paper": {"training_lr": 2},
             "luo": {"alpha,data_seed,arm": 360, "alpha,data_seed,bs": 48, "regime": 4},
             "luo_paper": {"alpha,data_seed,arm": 180, "alpha,data_seed,bs": 12, "regime": 4}}

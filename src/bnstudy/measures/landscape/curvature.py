@@ -10,10 +10,10 @@ The Hessian is never formed: :func:`hvp_operator` differentiates the loss once w
   estimates sum to the total's).
 - :func:`lanczos`: ``m`` steps of the Lanczos iteration with full re-orthogonalization (every new
   vector is orthogonalized twice against all earlier ones, as PyHessian does), from a unit start
-  vector ``v`` (:func:`bnstudy.hessian.lanczos`, which the smoothness measure's top eigenvalue
-  uses too). The tridiagonal ``T`` it builds has Ritz values ``theta_i`` (its eigenvalues) and
-  vectors ``s_i``; ``|beta_m s_i[m]|`` bounds the eigen-residual of each Ritz pair, so a Ritz
-  value with a small one is within it of an eigenvalue of ``H``. A breakdown (an invariant
+  vector ``v`` (:func:`bnstudy.networks.hessian.lanczos`, which the smoothness measure's top
+  eigenvalue uses too). The tridiagonal ``T`` it builds has Ritz values ``theta_i`` (its
+  eigenvalues) and vectors ``s_i``; ``|beta_m s_i[m]|`` bounds the eigen-residual of each Ritz pair,
+  so a Ritz value with a small one is within it of an eigenvalue of ``H``. A breakdown (an invariant
   subspace: ``beta ~ 0``) ends the iteration early with exact Ritz values.
 - top-k: the ``k`` largest Ritz values of one Lanczos run from a seeded Gaussian start.
 - density: stochastic Lanczos quadrature (Ubaru et al. 2017; PyHessian's ``density``): for each
@@ -34,7 +34,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from bnstudy import hessian
+from bnstudy.networks import hessian
 
 Vector = hessian.Vector
 HVP = hessian.HVP
@@ -71,7 +71,8 @@ def mean_se(values: np.ndarray) -> tuple[float, float]:
 
 def lanczos(hvp: HVP, v0: Vector, steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Ritz values (ascending), quadrature weights and residual bounds of ``steps`` Lanczos
-    steps (fewer at a breakdown) from ``v0`` (normalized here): :func:`bnstudy.hessian.lanczos`."""
+    steps (fewer at a breakdown) from ``v0`` (normalized here):
+    :func:`bnstudy.networks.hessian.lanczos`."""
     r = hessian.lanczos(hvp, v0, steps)
     return r.theta, r.weights, r.residuals
 

@@ -1,16 +1,17 @@
 """Top Hessian eigenvalue by the Lanczos iteration on Hessian-vector products (double backward).
 
-The Hessian is never formed. :func:`hvp_operator` (:func:`bnstudy.hessian.gradient_and_hvp`)
-differentiates a scalar loss once with ``create_graph=True`` and returns ``v -> H v`` as one
-extra backward pass through that graph per call (Pearlmutter's trick), so ``k`` steps cost one
-forward + backward + ``k`` double-backward passes.
+The Hessian is never formed. :func:`hvp_operator`
+(:func:`bnstudy.networks.hessian.gradient_and_hvp`) differentiates a scalar loss once with
+``create_graph=True`` and returns ``v -> H v`` as one extra backward pass through that graph per
+call (Pearlmutter's trick), so ``k`` steps cost one forward + backward + ``k`` double-backward
+passes.
 
-:func:`top_eigenvalue` runs the Lanczos iteration (:func:`bnstudy.hessian.lanczos`, the one the
-landscape measure's trace, top-k and density use) from a seeded Gaussian start vector, with full
-re-orthogonalization (every new vector orthogonalized twice against all earlier ones, in
-float64), and reads the eigenvalues off the Ritz values of the tridiagonal matrix it builds:
-the *top* (largest algebraic) eigenvalue is the largest Ritz value and the *dominant* one
-(largest magnitude, signed) the Ritz value of largest magnitude, so negative curvature needs no
+:func:`top_eigenvalue` runs the Lanczos iteration (:func:`bnstudy.networks.hessian.lanczos`, the one
+the landscape measure's trace, top-k and density use) from a seeded Gaussian start vector, with full
+re-orthogonalization (every new vector orthogonalized twice against all earlier ones, in float64),
+and reads the eigenvalues off the Ritz values of the tridiagonal matrix it builds: the *top*
+(largest algebraic) eigenvalue is the largest Ritz value and the *dominant* one (largest magnitude,
+signed) the Ritz value of largest magnitude, so negative curvature needs no
 second phase. Convergence is judged on the eigen-residual ``‖H y - theta y‖₂`` of a Ritz pair
 (``|beta_k s[k]|`` for the Lanczos vector ``beta_k`` and the last entry of the Ritz vector
 ``s`` of the tridiagonal matrix), which bounds the distance from ``theta`` to the nearest
@@ -42,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bnstudy import hessian
+from bnstudy.networks import hessian
 
 Vector = hessian.Vector
 hvp_operator = hessian.gradient_and_hvp  # (gradient, v -> H v) of a loss
