@@ -117,10 +117,11 @@ def lanczos(hvp: HVP, v0: Vector, steps: int, stop: Stop | None = None) -> Ritz:
             return _nan(j + 1)
         scale = max(abs(a) for a in alphas) + max(betas, default=0.0)
         exact = beta <= BREAKDOWN * max(scale, 1e-30)
-        if stop is not None or exact or j + 1 == steps:
+        last = exact or j + 1 == steps
+        if last or stop is not None:
             theta, weights, res = _ritz(alphas, betas, beta)
-            stopped = stop is not None and not exact and bool(stop(theta, res))
-            if exact or stopped or j + 1 == steps:
+            stopped = not exact and stop is not None and bool(stop(theta, res))
+            if last or stopped:
                 return Ritz(theta, weights, res, j + 1, bool(exact), stopped)
         betas.append(beta)
         v = w / beta

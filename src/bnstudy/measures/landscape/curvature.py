@@ -38,8 +38,6 @@ from bnstudy.networks import hessian
 
 Vector = hessian.Vector
 HVP = hessian.HVP
-BREAKDOWN = hessian.BREAKDOWN
-_draw = hessian.draw
 
 
 def dot(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -57,7 +55,7 @@ def hutchinson(hvp: HVP, like: Sequence[torch.Tensor], samples: int, seed: int
     gen = torch.Generator().manual_seed(int(seed))
     rows = []
     for _ in range(samples):
-        v = _draw(like, gen, rademacher=True)
+        v = hessian.draw(like, gen, rademacher=True)
         hv = hvp(v)
         rows.append(torch.stack([dot([a], [b]) for a, b in zip(v, hv, strict=True)]))
     return torch.stack(rows).cpu().numpy(), np.array([p.numel() for p in like])
@@ -82,7 +80,7 @@ def top_k(hvp: HVP, like: Sequence[torch.Tensor], k: int, steps: int, seed: int
     """The ``k`` largest Ritz values (descending) and their residual bounds."""
     gen = torch.Generator().manual_seed(int(seed))
     n = sum(p.numel() for p in like)
-    theta, _, res = lanczos(hvp, _draw(like, gen, rademacher=False), min(steps, n))
+    theta, _, res = lanczos(hvp, hessian.draw(like, gen, rademacher=False), min(steps, n))
     order = np.argsort(theta)[::-1][:k]
     return theta[order], res[order]
 
@@ -92,7 +90,7 @@ def density(hvp: HVP, like: Sequence[torch.Tensor], runs: int, steps: int, seed:
     """Stochastic Lanczos quadrature: per run, nodes, weights and residual bounds."""
     gen = torch.Generator().manual_seed(int(seed))
     n = sum(p.numel() for p in like)
-    return [lanczos(hvp, _draw(like, gen, rademacher=True), min(steps, n))
+    return [lanczos(hvp, hessian.draw(like, gen, rademacher=True), min(steps, n))
             for _ in range(runs)]
 
 

@@ -69,6 +69,7 @@ from torch import nn
 
 from bnstudy.measures.smoothness import hessian
 from bnstudy.measures.smoothness.options import BN_STATISTICS, SPACINGS, Options  # noqa: F401
+from bnstudy.networks.hessian import gradient_and_hvp
 from bnstudy.train import augment, checkpoints, schedules
 from bnstudy.train.loop import loss_fn
 
@@ -123,7 +124,7 @@ def probe_line(objective: Objective, step_size: float, multipliers,
     eig = None
     if hessian_opts is not None:
         base = objective.loss()
-        g_list, hvp = hessian.hvp_operator(base, objective.leaves)
+        g_list, hvp = gradient_and_hvp(base, objective.leaves)
         eig = hessian.top_eigenvalue(hvp, g_list, **hessian_opts)
         base, g = base.detach(), torch.cat([t.reshape(-1) for t in g_list])
         del hvp  # frees the double-backward graph before the leaves change

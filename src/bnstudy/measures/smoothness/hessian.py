@@ -1,10 +1,9 @@
 """Top Hessian eigenvalue by the Lanczos iteration on Hessian-vector products (double backward).
 
-The Hessian is never formed. :func:`hvp_operator`
-(:func:`bnstudy.networks.hessian.gradient_and_hvp`) differentiates a scalar loss once with
-``create_graph=True`` and returns ``v -> H v`` as one extra backward pass through that graph per
-call (Pearlmutter's trick), so ``k`` steps cost one forward + backward + ``k`` double-backward
-passes.
+The Hessian is never formed. :func:`bnstudy.networks.hessian.gradient_and_hvp` differentiates a
+scalar loss once with ``create_graph=True`` and returns ``v -> H v`` as one extra backward pass
+through that graph per call (Pearlmutter's trick), so ``k`` steps cost one forward + backward +
+``k`` double-backward passes.
 
 :func:`top_eigenvalue` runs the Lanczos iteration (:func:`bnstudy.networks.hessian.lanczos`, the one
 the landscape measure's trace, top-k and density use) from a seeded Gaussian start vector, with full
@@ -37,16 +36,13 @@ checkpoint missed the dominant eigenvalue by 12% within its 50 products; on the 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from bnstudy.networks import hessian
-
-Vector = hessian.Vector
-hvp_operator = hessian.gradient_and_hvp  # (gradient, v -> H v) of a loss
 
 
 @dataclass(frozen=True)
@@ -64,7 +60,7 @@ def converged(theta: np.ndarray, res: np.ndarray, tol: float) -> bool:
     return bool(res[-1] <= tol * abs(theta[-1]) and res[dom] <= tol * abs(theta[dom]))
 
 
-def top_eigenvalue(hvp: Callable[[Vector], Vector], like: Sequence[torch.Tensor],
+def top_eigenvalue(hvp: hessian.HVP, like: Sequence[torch.Tensor],
                    iters: int = 20, tol: float = 1e-3, seed: int = 0) -> EigenResult:
     """Top (and dominant) eigenvalue of the symmetric operator ``hvp`` over tensors shaped like
     ``like``, by at most ``iters`` Lanczos steps (capped at the dimension).
