@@ -167,6 +167,32 @@ class Options:
         return asdict(self)
 
 
+MAP_SEEDS_DOC = ("2-D maps: the seeds whose runs get map and boundary rows (a list of seed "
+                 "numbers; \"all\": every run); the figures draw the smallest seed, the "
+                 "summaries are computed for every run")
+
+
+def seeds_field(doc: str = MAP_SEEDS_DOC):
+    """A field naming a subset of a study's seeds: ``"all"`` (the default) or a list of
+    distinct non-negative seed numbers (checked by :func:`seeds_problem`)."""
+    return field(default="all", metadata={"doc": doc})
+
+
+def seeds_problem(value) -> str | None:
+    """Why ``value`` is not ``"all"`` or a non-empty list of distinct ints >= 0 (None: it is)."""
+    if value == "all":
+        return None
+    ok = (isinstance(value, (list, tuple)) and len(value) > 0
+          and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+          and len(set(value)) == len(value))
+    return None if ok else "need \"all\" or a non-empty list of distinct seed numbers >= 0"
+
+
+def seed_selected(value, seed: int) -> bool:
+    """Whether run seed ``seed`` is among the seeds ``value`` names (:func:`seeds_field`)."""
+    return value == "all" or int(seed) in value
+
+
 def config_key(default, schema: dict, doc: str = "", config: str | None = None,
                key: str | None = None, **kw):
     """A dataclass field that declares one key of a study config's entries (a model's, a

@@ -40,12 +40,19 @@ def options(cfg: dict) -> dict:
 def check_experiment(name: str, e: dict, kind: str, mopts: dict, plain) -> None:
     """Each measure the experiment runs (configured, for its data kind, in its ``measures`` list
     when it has one) checks its options against the experiment's plain model (its ``check``,
-    :mod:`bnstudy.measures`); an error names the option, the model and the experiment."""
+    :mod:`bnstudy.measures`), and its ``map_seeds`` (if it has them) against the experiment's
+    seeds; an error names the option, the model and the experiment."""
     from bnstudy import measures
 
     for m, opts in mopts.items():
         spec = measures.REGISTRY[m]
-        if spec.check is None or not spec.applies_to(kind) or m not in e.get("measures", [m]):
+        if not spec.applies_to(kind) or m not in e.get("measures", [m]):
+            continue
+        drawn = getattr(opts, "map_seeds", "all")
+        if drawn != "all" and not set(drawn) & set(e.get("seeds", [])):
+            fail(f"{m}.map_seeds", f"{list(drawn)} names none of experiment {name!r}'s seeds "
+                 f"{list(e.get('seeds', []))}: its maps and their figure would be empty")
+        if spec.check is None:
             continue
         try:
             spec.check(opts, plain)

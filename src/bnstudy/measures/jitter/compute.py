@@ -53,6 +53,8 @@ Options (config section ``bn_jitter``): ``batch_sizes`` ([16, 256]), ``n_batches
 the run's checkpoints measured), ``realizations`` (R, 32: decision boundaries per batch size),
 ``grid_resolution`` (100) and ``grid_margin`` (0.1) of the boundary grid, ``map_resolution``
 (40: the stored disagreement map) and ``map_realizations`` (8: the boundaries stored),
+``map_seeds`` ("all", or the seeds whose runs get ``bn_jitter_boundary`` rows; the figure draws
+the smallest seed, and the boundary summaries are computed for every run),
 ``boundary_resolution`` (400: the fine grid the stored boundaries are traced on,
 :mod:`bnstudy.measures.jitter.cells`), ``seed`` (0), ``chunk_rows`` (65536: the most rows per
 forward of the population and grid passes) and ``memory_budget_mb`` ("auto": half the CUDA
@@ -77,6 +79,7 @@ from bnstudy.measures.jitter.options import CHECKPOINTS, Options  # noqa: F401
 from bnstudy.networks import memory, models
 from bnstudy.networks.normalizers import batchnorm_modules
 from bnstudy.networks.probe import training_mode, watch
+from bnstudy.options import seed_selected
 from bnstudy.train.loop import build
 
 log = logging.getLogger("bnstudy")
@@ -177,16 +180,17 @@ def run(run: dict, ds, options: dict, device: torch.device) -> dict[str, list[di
     if opts.checkpoints == "first_last":
         cks = [cks[0], cks[-1]] if len(cks) > 1 else cks
     t0, out = time.perf_counter(), {"bn_jitter": [], "bn_jitter_boundary": []}
+    drawn = seed_selected(opts.map_seeds, run["spec"].seed)
     for i, ck in enumerate(cks):
         model = build(run["spec"], ds, device)
         model.load_state_dict(ck["model"])
-        # maps at the first and last checkpoint only
-        got = measure(model.train(), ds, opts, maps=i in (0, len(cks) - 1),
+        # maps at the first and last checkpoint only, of the seeds map_seeds names
+        got = measure(model.train(), ds, opts, maps=drawn and i in (0, len(cks) - 1),
                       run_seed=run["spec"].seed)
         extra = {"step": int(ck["step"]), "diverged": bool(run["diverged"])}
         for table, rows in got.items():
             out[table] += [{**extra, **r} for r in rows]
-    if bn_jitter_maps.applies(ds):
+    if drawn and bn_jitter_maps.applies(ds):
         out["bn_jitter_boundary"] += [{**r, "step": int(cks[0]["step"]),
                                        "diverged": bool(run["diverged"])}
                                       for r in bn_jitter_maps.data_rows(ds)]

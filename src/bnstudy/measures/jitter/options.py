@@ -30,6 +30,7 @@ class Options(options.Options):
     grid_margin: float = 0.1
     map_resolution: int = 40
     map_realizations: int = 8
+    map_seeds: str | tuple = options.seeds_field()
     boundary_resolution: int = options.at_least(
         200, 2, doc="2-D classification data: grid points per axis of the fine grid whose "
         "boundary cells trace each drawn decision boundary (bn_jitter_boundary's population "
@@ -56,6 +57,8 @@ class Options(options.Options):
                         ("chunk_rows", 1)):
             if not is_int(getattr(self, key), lo):
                 bad(key, f"need an int >= {lo}")
+        if options.seeds_problem(self.map_seeds):
+            bad("map_seeds", options.seeds_problem(self.map_seeds))
         if self.sampling not in SAMPLING:
             bad("sampling", f"valid choices: {list(SAMPLING)}")
         if self.checkpoints not in CHECKPOINTS:

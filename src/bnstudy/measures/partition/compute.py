@@ -77,7 +77,9 @@ Two methods (``method``, recorded per row):
   ``map_resolution`` x ``map_resolution`` grid covering the train and test data (see
   :mod:`bnstudy.measures.partition.maps`; :mod:`bnstudy.data.grids`), and the exact boundaries,
   per layer and all layers, on a ``boundary_resolution`` x ``boundary_resolution`` grid of cells
-  over the same extent (:mod:`bnstudy.measures.partition.boundaries`).
+  over the same extent (:mod:`bnstudy.measures.partition.boundaries`), for the runs whose seed
+  ``map_seeds`` names (default ``"all"``; the figures draw the smallest seed, so a study can
+  name that one alone: the maps are most of this measure's cost on 2-D data).
 
 The measure never changes the model it is given: it works on a deep copy.
 """
@@ -86,7 +88,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 import torch
@@ -102,6 +104,7 @@ from bnstudy.measures.partition.polytope import crossing_counts, frame
 from bnstudy.networks import memory
 from bnstudy.networks.normalizers import batch_statistics_layers
 from bnstudy.networks.probe import frozen_copy, kinked_blocks
+from bnstudy.options import seed_selected
 from bnstudy.train.loop import build
 
 log = logging.getLogger("bnstudy")
@@ -238,6 +241,8 @@ def run(run: dict, ds, options: dict, device: torch.device) -> dict[str, list[di
     """Partition density at every checkpoint of ``run``; map and boundary rows (and the 2-D
     training points they are drawn over) for 2-D inputs."""
     opts = Options.parse(options)
+    if not seed_selected(opts.map_seeds, run["spec"].seed):
+        opts = replace(opts, maps=False)  # the summaries only: no map or boundary rows
     density, maps, lines = [], [], []
     t0 = time.perf_counter()
     ends = {run["checkpoints"][0]["step"], run["checkpoints"][-1]["step"]} \

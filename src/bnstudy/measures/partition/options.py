@@ -35,6 +35,7 @@ class Options(options.Options):
         "MiB a pass's estimated activations may hold: \"auto\" (a share of the CUDA device's "
         "free memory, 2048 on the CPU) or a positive number")})
     maps: bool = True
+    map_seeds: str | tuple = options.seeds_field()
     map_resolution: int = 60
     map_radius: float = 0.03
     map_margin: float = 0.1
@@ -64,6 +65,8 @@ class Options(options.Options):
             bad("bn_statistics", f"valid choices: {list(BN_STATISTICS)}")
         if not isinstance(self.maps, bool):
             bad("maps", "need true or false")
+        if options.seeds_problem(self.map_seeds):
+            bad("map_seeds", options.seeds_problem(self.map_seeds))
         if not isinstance(self.map_resolution, int) or self.map_resolution < 2:
             bad("map_resolution", "need an int >= 2")
         if not _positive(self.map_radius):
