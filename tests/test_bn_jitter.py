@@ -114,6 +114,22 @@ def test_grouped_batch_statistics_equal_the_per_batch_loop(norm):
         assert torch.equal(cm, gm) and torch.equal(cv, gv)
 
 
+def test_grouped_statistics_of_a_conv_net_do_not_depend_on_the_chunk_size():
+    """The CPU's default chunk (4096 rows) and others give bitwise the same statistics, so the
+    chunk size is a speed setting only (``_grouped``)."""
+    torch.manual_seed(0)
+    net = models.build_model({"arch": "cnn", "channels": [4, 8]}, "batchnorm", (3, 8, 8),
+                             10).train()
+    x = torch.randn(300, 3, 8, 8)
+    idx = torch.stack(bjs.draw_batches(len(x), 32, 40, "without_replacement", seed=2))
+    bns = normalizers.batchnorm_modules(net)
+    ref = bjs._grouped(net, bns, x, idx)
+    for rows in (1 << 16, 32 * 3, 64):
+        got = bjs._grouped(net, bns, x, idx, max_rows=rows)
+        for (rm, rv), (gm, gv) in zip(ref, got, strict=True):
+            assert torch.equal(rm, gm) and torch.equal(rv, gv), rows
+
+
 def test_population_moments_reference_and_chunking():
     net = _net(depth=3)
     x = _skewed(300, 3, seed=1)

@@ -160,10 +160,15 @@ def batch_statistics(model: nn.Module, x: torch.Tensor,
 
 @torch.no_grad()
 def _grouped(net: nn.Module, bns: list, x: torch.Tensor, idx: torch.Tensor,
-             max_rows: int = 1 << 16) -> list[tuple[torch.Tensor, torch.Tensor]]:
+             max_rows: int | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """:func:`batch_statistics` of the batches ``idx`` (``[K, b]``) in grouped passes of at most
     ``max_rows`` rows: the parameters shared, the buffers (BN's running statistics, which a
-    train-mode pass updates) one copy per batch, each BN layer's input moments per batch."""
+    train-mode pass updates) one copy per batch, each BN layer's input moments per batch.
+    ``None``: 4096 rows on the CPU, where a pass's activations then stay in cache (100 batches
+    of 128 on the default study's digits MLP: 80 ms against 112 ms in one pass of 12800 rows;
+    the numbers are bitwise the same, ``tests/test_bn_jitter.py``), 65536 on a GPU."""
+    if max_rows is None:
+        max_rows = 4096 if x.device.type == "cpu" else 1 << 16
     names = [n for n, _ in net.named_buffers()]
     per_group = max(2, max_rows // max(1, idx.shape[1]))  # >= 2: a group of 1 rounds as 2 do
 
