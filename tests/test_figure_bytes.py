@@ -49,3 +49,37 @@ def test_the_callers_generator_is_left_as_it_was(tmp_path):
     plots.render("generalization_gap", [str(table)], str(tmp_path / "g.png"), {"dpi": 30},
                  experiment="e")
     assert (np.random.get_state()[1] == expected).all()
+
+
+def test_the_saved_box_measured_once_equals_savefigs_tight_box(tmp_path):
+    """:func:`bnstudy.plots._save` passes the box :func:`bnstudy.plots.place_note` measured
+    instead of ``bbox_inches="tight"`` (which lays the figure out twice more): the same pixels,
+    for a tight-layout figure with an outside legend and for a constrained one with a colour
+    bar labelled below its edge."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    plots.style({"dpi": 60})
+    for constrained in (False, True):
+        fig, axes = plt.subplots(1, 2, figsize=(6, 3), layout="constrained" if constrained
+                                 else None)
+        axes[0].plot([1, 10, 100], [3, 1, 2], label="batchnorm")
+        axes[0].set_xscale("log")
+        axes[0].legend(loc="upper left", bbox_to_anchor=(1.02, 1))
+        image = axes[1].imshow(np.arange(12.0).reshape(3, 4))
+        bar = fig.colorbar(image, ax=axes[1], orientation="horizontal")
+        bar.set_label("a label that reaches below")
+        plots.finish(fig)
+        note = plots.place_note(fig, "seeds per arm: none 3, batchnorm 3")
+        pad = plt.rcParams["savefig.pad_inches"]
+        measured = tmp_path / f"measured{constrained}.png"
+        fig.savefig(measured, dpi=60, bbox_inches=note.saved_bbox.padded(pad, pad))
+        tight = tmp_path / f"tight{constrained}.png"
+        fig.savefig(tight, dpi=60, bbox_inches="tight")
+        plt.close(fig)
+        a, b = Image.open(measured), Image.open(tight)
+        assert a.size == b.size, constrained
+        assert np.array_equal(np.asarray(a), np.asarray(b)), constrained
