@@ -198,7 +198,7 @@ def _munge(root: Path) -> list[str]:
     shutil.chown(key, "munge", "munge")
     m.chmod(0o711)  # munged wants execute permission on the socket's directory for all
     key.chmod(0o600)
-    return ["runuser", "-u", "munge", "--", _which("munged"), "--foreground",
+    return [_which("runuser") or "runuser", "-u", "munge", "--", _which("munged"), "--foreground",
             f"--socket={m}/munge.socket.2", f"--key-file={key}", f"--log-file={m}/munged.log",
             f"--pid-file={m}/munged.pid", f"--seed-file={m}/munged.seed"]
 
