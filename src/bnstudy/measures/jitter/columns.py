@@ -8,8 +8,8 @@ ROWS = {
     "2-D classification data (`bnstudy.measures.jitter.compute`)",
     "bn_jitter_boundary": "2-D classification data only, first and last measured checkpoint: one "
     "row per disagreement-map point, one per boundary cell of the fine grid for the population "
-    "boundary and each drawn realization, and one per training point "
-    "(`bnstudy.measures.jitter.maps`, `bnstudy.measures.jitter.cells`)",
+    "boundary and each drawn realization, and one per training point, for the runs of the seeds "
+    "`map_seeds` names (`bnstudy.measures.jitter.maps`, `bnstudy.measures.jitter.cells`)",
 }
 
 COLUMNS = {

@@ -7,11 +7,11 @@ ROWS = {
     "partition_density": "one row per run, checkpoint, point set, radius and layer (and `all`) "
     "(`bnstudy.measures.partition.compute`)",
     "partition_density_maps": "2-D inputs only: one row per run, checkpoint, layer group and grid "
-    "point, and one per training point "
-    "(`bnstudy.measures.partition.maps`)",
+    "point, and one per training point, for the runs of the seeds `map_seeds` names (default "
+    "all) (`bnstudy.measures.partition.maps`)",
     "partition_boundaries": "2-D inputs only: one row per run, checkpoint, layer (and `all`) "
-    "and grid cell a boundary crosses, and one per training point "
-    "(`bnstudy.measures.partition.boundaries`)",
+    "and grid cell a boundary crosses, and one per training point, for the runs of the seeds "
+    "`map_seeds` names (`bnstudy.measures.partition.boundaries`)",
 }
 
 COLUMNS = {
