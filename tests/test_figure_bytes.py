@@ -73,10 +73,10 @@ def test_the_saved_box_measured_once_equals_savefigs_tight_box(tmp_path):
         bar = fig.colorbar(image, ax=axes[1], orientation="horizontal")
         bar.set_label("a label that reaches below")
         plots.finish(fig)
-        note = plots.place_note(fig, "seeds per arm: none 3, batchnorm 3")
+        _, box = plots.place_note(fig, "seeds per arm: none 3, batchnorm 3")
         pad = plt.rcParams["savefig.pad_inches"]
         measured = tmp_path / f"measured{constrained}.png"
-        fig.savefig(measured, dpi=60, bbox_inches=note.saved_bbox.padded(pad, pad))
+        fig.savefig(measured, dpi=60, bbox_inches=box.padded(pad, pad))
         tight = tmp_path / f"tight{constrained}.png"
         fig.savefig(tight, dpi=60, bbox_inches="tight")
         plt.close(fig)

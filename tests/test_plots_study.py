@@ -207,7 +207,7 @@ def test_the_seeds_note_never_overprints_a_colour_bar_label():
     plots.style({"dpi": 60})
     df = _maps_table()
     fig = plots.get("partition_density_maps").draw([df], {"dpi": 60})
-    note = plots.place_note(fig, plots.seeds_note([df]))
+    note, _ = plots.place_note(fig, plots.seeds_note([df]))
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     box = note.get_window_extent(renderer)

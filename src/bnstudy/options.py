@@ -4,7 +4,8 @@ A measure declares its options as a frozen dataclass deriving from :class:`Optio
 has a type and a default, and may carry ``choices`` (the valid values) or ``minimum`` in its
 metadata (:func:`choice`, :func:`at_least`). :meth:`Options.parse` turns a config section into an
 instance, checking, in this order: unknown keys (named, with the valid ones), each field's type
-(YAML lists become tuples), its choices and minimum, then the class's own cross-field rules
+(YAML lists become tuples), its choices, minimum and ``check`` (a field's own test, returning
+why a value is bad), then the class's own cross-field rules
 (:meth:`Options.validate`). Every error is a ``ValueError`` that names the section, the key, the
 bad value and what is valid. The workflow checks every configured section this way before any
 job runs (:mod:`bnstudy.config.study`), and the CLI parses once at its edge, so measure code only
@@ -147,6 +148,9 @@ class Options:
                            f"valid choices: {', '.join(map(str, f.metadata['choices']))}")
             if "minimum" in f.metadata and not v >= f.metadata["minimum"]:
                 raise _bad(cls.SECTION, f.name, v, f"need a value >= {f.metadata['minimum']}")
+            why = f.metadata["check"](v) if "check" in f.metadata else None
+            if why:
+                raise _bad(cls.SECTION, f.name, v, why)
             d[f.name] = v
         missing = [f.name for f in fields(cls)
                    if f.name not in d and f.default is MISSING and f.default_factory is MISSING]
@@ -174,8 +178,8 @@ MAP_SEEDS_DOC = ("2-D maps: the seeds whose runs get map and boundary rows (a li
 
 def seeds_field(doc: str = MAP_SEEDS_DOC):
     """A field naming a subset of a study's seeds: ``"all"`` (the default) or a list of
-    distinct non-negative seed numbers (checked by :func:`seeds_problem`)."""
-    return field(default="all", metadata={"doc": doc})
+    distinct non-negative seed numbers (checked by :meth:`Options.parse`, :func:`seeds_problem`)."""
+    return field(default="all", metadata={"doc": doc, "check": seeds_problem})
 
 
 def seeds_problem(value) -> str | None:

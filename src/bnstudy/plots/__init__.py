@@ -185,20 +185,18 @@ def seeds_note(frames: list[pd.DataFrame], by: str | None = None) -> str:
 def place_note(fig, note: str):
     """``note`` under the figure's lower right corner, below everything drawn (a colour bar's
     label at the bottom edge of a constrained layout included: the partition-density maps'
-    fourth bar), so it never overprints; returns the text. The text's ``saved_bbox`` is the
-    figure's tight box with the note (in inches, unpadded): what ``savefig(bbox_inches=
-    "tight")`` would measure, so :func:`_save` passes it instead of laying the figure out
-    twice more."""
+    fourth bar), so it never overprints. Returns the text and the figure's tight box with it
+    (inches, unpadded): what ``savefig(bbox_inches="tight")`` would measure, which
+    :func:`_save` passes to the PNG instead of laying the figure out twice more."""
+    from matplotlib.transforms import Bbox
+
     fig.draw_without_rendering()  # lays the figure out (no pixels): where its lowest artist ends
     renderer = fig.canvas.get_renderer()
     box = fig.get_tightbbox(renderer)
     y = min(0.0, box.y0 / fig.get_figheight()) - 0.004
     text = fig.text(0.995, y, note, ha="right", va="top", fontsize="small", color="#444")
-    from matplotlib.transforms import Bbox
-
     extent = text.get_window_extent(renderer).transformed(fig.dpi_scale_trans.inverted())
-    text.saved_bbox = Bbox.union([box, extent])
-    return text
+    return text, Bbox.union([box, extent])
 
 
 def export_paths(png: str, options: dict) -> list[str]:
@@ -236,17 +234,17 @@ def _save(family: Family, frames: list[pd.DataFrame], out, options: dict) -> Non
     style(options)
     fig = _drawn(family, frames, options)
     note = seeds_note(frames, family.seeds_by)
-    bbox = "tight"
+    box = "tight"
     if note:  # every figure states the seeds behind each arm, under its lower right corner
         pad = plt.rcParams["savefig.pad_inches"]
-        bbox = place_note(fig, note).saved_bbox.padded(pad, pad)  # "tight", measured once
+        box = place_note(fig, note)[1].padded(pad, pad)  # the PNG's "tight" box, measured once
     for path in export_paths(out, options):
         fmt = str(path).rsplit(".", 1)[-1]
         with atomic_path(path) as tmp, plt.rc_context(SAVE_RC):
             if fmt == "png":
-                tmp.write_bytes(_png(fig, options.get("dpi", 110), bbox))
-            else:
-                fig.savefig(tmp, dpi=options.get("dpi", 110), bbox_inches=bbox, format=fmt,
+                tmp.write_bytes(_png(fig, options.get("dpi", 110), box))
+            else:  # measured by the vector backend itself (its text extents differ slightly)
+                fig.savefig(tmp, dpi=options.get("dpi", 110), bbox_inches="tight", format=fmt,
                             metadata=EXPORTS.get(fmt))
     plt.close(fig)
 

@@ -57,8 +57,6 @@ class Options(options.Options):
                         ("chunk_rows", 1)):
             if not is_int(getattr(self, key), lo):
                 bad(key, f"need an int >= {lo}")
-        if options.seeds_problem(self.map_seeds):
-            bad("map_seeds", options.seeds_problem(self.map_seeds))
         if self.sampling not in SAMPLING:
             bad("sampling", f"valid choices: {list(SAMPLING)}")
         if self.checkpoints not in CHECKPOINTS:

@@ -65,8 +65,6 @@ class Options(options.Options):
             bad("bn_statistics", f"valid choices: {list(BN_STATISTICS)}")
         if not isinstance(self.maps, bool):
             bad("maps", "need true or false")
-        if options.seeds_problem(self.map_seeds):
-            bad("map_seeds", options.seeds_problem(self.map_seeds))
         if not isinstance(self.map_resolution, int) or self.map_resolution < 2:
             bad("map_resolution", "need an int >= 2")
         if not _positive(self.map_radius):
