@@ -125,5 +125,6 @@ def evaluate(frames: dict[str, pd.DataFrame], level: float = 0.95,
     rules = {c.key: (c.rule, c.margin) for c in CLAIMS}
     ledger = multiplicity.adjust(power.add_columns(ledger, level, rules), level, rules)
     # an undecided row whose seeds_needed its experiment's budget cannot buy says so
-    ledger = budget.add_shortfalls(ledger, getattr(levels, "budgets", {}))
+    ledger = budget.add_shortfalls(ledger, getattr(levels, "budgets", {}),
+                                   getattr(levels, "arm_budgets", {}))
     return beside.add_lr_notes(ledger, setups)

@@ -12,8 +12,8 @@ from pathlib import Path
 def _runs(plan) -> str:
     """'N training runs', and with replication policies the most the rounds can add."""
     first = len(plan.runs)  # a replicated experiment's first round
-    top = sum(len(x["norms"]) * (plan.policies[e].rounds[-1] if e in plan.policies
-                                 else len(x["seeds"])) for e, x in plan.experiments.items())
+    top = sum(plan.policies[e].arm_seeds(n) if e in plan.policies else len(x["seeds"])
+              for e, x in plan.experiments.items() for n in x["norms"])
     return (f"{first} training runs" if top == first else
             f"{first} training runs in the first round, at most {top} after the replication "
             f"rounds")

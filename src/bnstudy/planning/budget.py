@@ -62,6 +62,16 @@ def seed_minutes(plan, experiment: str) -> float:
     return CALIBRATION * arms_minutes(plan, experiment, plan.experiments[experiment]["norms"])
 
 
+def look_minutes(plan, experiment: str, seeds: int) -> float:
+    """CPU-minutes (calibrated) of ``experiment`` at a look of ``seeds`` seeds per arm, every
+    arm counted, an arm with a budget of its own (the policy's ``arms``) at most at it."""
+    x, policy = plan.experiments[experiment], plan.policies[experiment]
+    if not policy.arms:
+        return seeds * seed_minutes(plan, experiment)
+    return CALIBRATION * sum(min(seeds, policy.arm_seeds(n))
+                             * arms_minutes(plan, experiment, [n]) for n in x["norms"])
+
+
 def taken_minutes(plan) -> float:
     """The cost model's CPU-minutes (uncalibrated) of the training and measure jobs the study
     ran, its round files read: each block of seeds on the arms that block trained."""
@@ -88,9 +98,11 @@ def lines(plan) -> list[str]:
             head = f"budget {said}"
         else:
             head = "rounds as listed (no budget)"
-        looks = ", ".join(f"{n} seeds/arm ~{n * per:.1f} CPU-min" for n in p.rounds)
-        out.append(f"replication {e}: {head}; {len(p.rounds)} looks: {looks}")
-        total += p.rounds[-1] * per
+        looks = ", ".join(f"{n} seeds/arm ~{look_minutes(plan, e, n):.1f} CPU-min"
+                          for n in p.rounds)
+        own = "".join(f"; {norm} at most {n} seeds (its own budget)" for norm, n in p.arms)
+        out.append(f"replication {e}: {head}; {len(p.rounds)} looks: {looks}{own}")
+        total += look_minutes(plan, e, p.rounds[-1])
     out.append(f"replication in all: at most ~{total:.0f} CPU-min of training and measures at "
                "every replicated experiment's last look, every arm (the cost model's estimate "
                "for this kind of machine, the 2-core development VM, scaled by "

@@ -103,12 +103,27 @@ def shortfall_words(need: float, buys: int) -> str:
     return (f"undecided: needs about {math.ceil(need)} seeds per arm, the budget buys {buys}")
 
 
-def add_shortfalls(ledger, budgets: dict):
+def row_budget(row, budgets: dict, arm_budgets: dict | None = None) -> int | None:
+    """The seeds per arm a ledger row's budget buys: its experiment's last planned look (a
+    contrast row over two experiments: the smaller), or an arm's own smaller budget where the
+    row compares that arm (``arm_budgets``: experiment -> {norm: seeds}); None without one."""
+    arm_budgets = arm_budgets or {}
+    base = row.get("baseline")
+    exps = [e for e in (row.get("experiment"), base) if isinstance(e, str) and e in budgets]
+    norms = [n for n in (row.get("norm"), None if base in budgets else base)
+             if isinstance(n, str)]
+    own = [min([budgets[e], *(arm_budgets.get(e, {}).get(n, budgets[e]) for n in norms)])
+           for e in exps]
+    return min(own) if own else None
+
+
+def add_shortfalls(ledger, budgets: dict, arm_budgets: dict | None = None):
     """``ledger`` with the words of every undecided measured row (after the multiplicity
     adjustment) over a budgeted experiment whose need (:func:`row_need`) exceeds the seeds per
-    arm its budget buys (``budgets``: experiment -> the last planned look; a contrast row over
-    two experiments takes the smaller): :func:`shortfall_words` appended to ``in_words`` and put
-    in ``note``. Rows without a budget are left as they are."""
+    arm its budget buys (:func:`row_budget`: ``budgets``, experiment -> the last planned look,
+    and ``arm_budgets``, an arm's own smaller one; a contrast row over two experiments takes the
+    smaller): :func:`shortfall_words` appended to ``in_words`` and put in ``note``. Rows without
+    a budget are left as they are."""
     if not budgets or "seeds_needed" not in ledger:
         return ledger
     out = ledger.copy()
@@ -116,12 +131,11 @@ def add_shortfalls(ledger, budgets: dict):
     for i, r in out.iterrows():
         if verdict[i] != "undecided":
             continue
-        own = [budgets[e] for e in (r.get("experiment"), r.get("baseline"))
-               if isinstance(e, str) and e in budgets]
+        buys = row_budget(r, budgets, arm_budgets)
         need = row_need(r.get("seeds_needed"), r.get("seeds_needed_margin", math.nan))
-        if not own or not need > min(own):
+        if buys is None or not need > buys:
             continue
-        words = shortfall_words(need, min(own))
+        words = shortfall_words(need, buys)
         text = r.get("in_words")
         out.at[i, "in_words"] = f"{text}; {words}" if isinstance(text, str) and text else words
         note = r.get("note")

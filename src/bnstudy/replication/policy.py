@@ -6,7 +6,9 @@ the planned cumulative seed counts before any data: ``rounds``, or doubling from
 ``max`` or until what the ``budget`` buys (:mod:`bnstudy.replication.budget`; one way or
 another: two together are refused, so that no reader has to guess which wins), and the alpha
 ``spending`` over them
-(:mod:`bnstudy.claims.decide.sequential`). Round ``k``'s seeds are the experiment's declared seeds
+(:mod:`bnstudy.claims.decide.sequential`). ``arms: {population_norm: 5}`` gives a costly arm a
+smaller budget of its own, one of the planned looks: that arm takes no seeds beyond it, and a
+row that compares it stops there (:func:`arm_caps`; a futility stop, so it spends no alpha). Round ``k``'s seeds are the experiment's declared seeds
 followed by the next unused integers, the first ``rounds[k]`` of them (:meth:`Policy.seeds`), so
 the rounds a study takes are a function of its config and its numbers alone.
 
@@ -18,6 +20,7 @@ and a round is left; an experiment without a measured row stops.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import pandas as pd
@@ -25,7 +28,7 @@ import pandas as pd
 from bnstudy.claims.decide import outcomes, sequential
 from bnstudy.replication import budget as planned
 
-KEYS = ("start", "max", "rounds", "budget", "spending")
+KEYS = ("start", "max", "rounds", "budget", "spending", "arms")
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,11 @@ class Policy:
     rounds: tuple[int, ...]
     spending: str = sequential.DEFAULT_SPENDING
     budget: tuple = ()  # (kind, amount) of a budget policy: bnstudy.replication.budget
+    arms: tuple = ()  # ((normalizer, seeds), ...): arms with a smaller budget of their own
+
+    def arm_seeds(self, norm: str) -> int:
+        """The most seeds arm ``norm`` takes: its own budget, else the last look's."""
+        return dict(self.arms).get(norm, self.rounds[-1])
 
     @classmethod
     def parse(cls, d: dict, where: str = "replication", seed_minutes: float | None = None,
@@ -56,7 +64,7 @@ class Policy:
                              f"{' and '.join(f'{k}={d[k]!r}' for k in both)}; drop "
                              f"{' and '.join(both)}, or rounds")
         if d.get("budget") is not None:
-            return cls._of_budget(d, where, seed_minutes, cap)
+            return cls._with_arms(cls._of_budget(d, where, seed_minutes, cap), d, where)
         if rounds is None:
             if not (isinstance(start, int) and isinstance(top, int) and 2 <= start <= top):
                 raise ValueError(f"{where}: without rounds, start and max must be integers with "
@@ -64,7 +72,23 @@ class Policy:
             rounds = [start]
             while rounds[-1] < top:
                 rounds.append(min(2 * rounds[-1], top))
-        return cls(cls._checked(rounds, where), cls._spending(d, where))
+        return cls._with_arms(cls(cls._checked(rounds, where), cls._spending(d, where)), d,
+                              where)
+
+    @classmethod
+    def _with_arms(cls, policy: Policy, d: dict, where: str) -> Policy:
+        """``policy`` with the arms' own budgets of ``d["arms"]``: each one of its looks."""
+        arms = d.get("arms")
+        if arms is None:
+            return policy
+        if not isinstance(arms, dict) or not arms:
+            raise ValueError(f"{where}.arms: must be a mapping normalizer -> seeds (one of the "
+                             f"planned looks {list(policy.rounds)}), got {arms!r}")
+        for norm, n in arms.items():
+            if isinstance(n, bool) or n not in policy.rounds:
+                raise ValueError(f"{where}.arms.{norm}: {n!r} is not one of the planned looks; "
+                                 f"valid: {', '.join(map(str, policy.rounds))}")
+        return dataclasses.replace(policy, arms=tuple(sorted(arms.items())))
 
     @staticmethod
     def _checked(rounds, where: str) -> tuple[int, ...]:
@@ -130,7 +154,7 @@ def policies(cfg: dict, seed_minutes=None) -> dict[str, Policy]:
     default = cfg.get("replication")
     if default:
         Policy.parse(default, "replication", None, cap)
-    out = {}
+    out, shared = {}, set()
     for name, x in cfg["experiments"].items():
         d = x.get("replication", default)
         if d:
@@ -138,8 +162,24 @@ def policies(cfg: dict, seed_minutes=None) -> dict[str, Policy]:
             if seed_minutes is not None and isinstance(d.get("budget"), dict) and (
                     d["budget"].get("cpu_minutes") is not None):
                 cost = seed_minutes(name)
-            out[name] = Policy.parse(d, f"experiments.{name}.replication", cost, cap)
+            where = f"experiments.{name}.replication"
+            out[name] = Policy.parse(d, where, cost, cap)
+            if "replication" in x:
+                _arms_known(out[name], x["norms"], where)
+            else:
+                shared |= set(x["norms"])
+    if default and shared:
+        _arms_known(Policy.parse(default, "replication", None, cap), sorted(shared),
+                    "replication")
     return out
+
+
+def _arms_known(policy: Policy, norms, where: str) -> None:
+    """An arm's own budget names one of the normalizers the policy's experiments train."""
+    for norm, _ in policy.arms:
+        if norm not in norms:
+            raise ValueError(f"{where}.arms: {norm!r} is not a normalizer of the experiments "
+                             f"it applies to; valid: {', '.join(norms)}")
 
 
 def continuing(ledger: pd.DataFrame, rules: dict[str, tuple[str, float]],

@@ -8,7 +8,9 @@ ledger of that state exactly as the final ``claims`` job would (the same tables,
 every row over a replicated experiment's runs read at its look's level, Holm over the study's
 family) and an open experiment continues iff one of the measured rows over its runs is undecided
 after the adjustment and a planned round is left; the next round's seeds go to the normalizers
-those rows compare (:func:`arms`), not to an arm no undecided row reads. The next round may skip
+those rows compare (:func:`arms`), not to an arm no undecided row reads; a row over an arm
+that holds its own budget's seeds (the policy's ``arms``) stops with it and is recorded in
+``at_arm_budget``. The next round may skip
 planned looks: it goes to the first planned look with at least the seeds those rows need
 (``seeds_needed`` at the nearer boundary, capped at the last look:
 :func:`bnstudy.replication.budget.next_look`), recorded as ``next_look``. The round file records
@@ -82,6 +84,33 @@ def seed_counts(ledger: pd.DataFrame) -> pd.Series:
     return pd.to_numeric(ledger["n_seeds"], errors="coerce").fillna(0)
 
 
+def _movable(pending, norms: list[str], plan: dict, look: int) -> tuple[list, list[str]]:
+    """The undecided rows that may take the next look's seeds (every arm they compare has a
+    budget of at least that many: ``plan["arms"]``, the last look's where none is given), and
+    the names of those that may not (``claim/experiment/norm``)."""
+    rounds, caps = plan["rounds"], plan.get("arms") or {}
+    if not caps or look >= len(rounds) - 1:
+        return list(pending), []
+    nxt = rounds[look + 1]
+    movable, spent = [], []
+    for r in pending:
+        if all(caps.get(n, rounds[-1]) >= nxt for n in arms([r], norms)):
+            movable.append(r)
+        else:
+            spent.append(f"{r['claim_id']}/{r['experiment']}/{r['norm']}")
+    return movable, spent
+
+
+def _reachable(plan: dict, look: int, rows, norms: list[str]) -> int:
+    """``look``, or the last look before it that every arm of one of ``rows`` may still take
+    (an arm's own budget: ``plan["arms"]``), so that a look a round adds serves a row."""
+    rounds, caps = plan["rounds"], plan.get("arms") or {}
+    top = max(min(caps.get(n, rounds[-1]) for n in arms([r], norms)) for r in rows)
+    while look > 0 and rounds[look] > top:
+        look -= 1
+    return look
+
+
 def need(rows) -> float:
     """The most seeds any of ``rows`` (undecided ledger rows) needs at its nearer boundary
     (:func:`bnstudy.replication.budget.row_need`); NaN when none has an estimate."""
@@ -109,13 +138,18 @@ def decide(results: str, k: int, grid: dict, spec: dict, plans: dict, level: flo
         pending = [r for r in rows if r["adjusted_verdict"] not in DECIDED]
         undecided = [f"{r['claim_id']}/{r['experiment']}/{r['norm']}" for r in pending]
         last = at[e] == len(plans[e]["rounds"]) - 1
-        go_on = bool(is_open and undecided and not last)
+        # a row over an arm at its own budget stops there (plans' "arms"): it takes no seeds
+        movable, spent = _movable(pending, grid[e]["norms"], plans[e], at[e])
+        go_on = bool(is_open and movable and not last)
         experiments[e] = {"look": at[e], "n_seeds": len(grid[e]["seeds"]), "open": is_open,
                           "continue": go_on, "undecided": undecided,
-                          "norms": arms(pending, grid[e]["norms"]) if go_on else []}
+                          "norms": arms(movable, grid[e]["norms"]) if go_on else []}
+        if spent:
+            experiments[e]["at_arm_budget"] = spent
         if go_on:
-            experiments[e]["next_look"] = budget.next_look(plans[e]["rounds"], at[e],
-                                                           need(pending))
+            experiments[e]["next_look"] = _reachable(
+                plans[e], budget.next_look(plans[e]["rounds"], at[e], need(movable)), movable,
+                grid[e]["norms"])
         if is_open:
             claims += [{"experiment": e, "claim_id": r["claim_id"],
                         "row_experiment": str(r["experiment"]), "norm": str(r["norm"]),

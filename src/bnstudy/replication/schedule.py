@@ -40,8 +40,10 @@ class Rounds:
         return policies(self.config, getattr(self, "seed_minutes", None))
 
     def plans(self) -> dict:
-        """``{experiment: {"rounds", "spending"}}`` of the replicated experiments (JSON-able)."""
-        return {e: {"rounds": list(p.rounds), "spending": p.spending}
+        """``{experiment: {"rounds", "spending"}}`` of the replicated experiments (JSON-able),
+        with ``"arms"`` (normalizer -> its own budget) where the policy gives an arm one."""
+        return {e: {"rounds": list(p.rounds), "spending": p.spending,
+                    **({"arms": dict(p.arms)} if p.arms else {})}
                 for e, p in self.policies.items()}
 
     def use_rounds(self, reader) -> None:
@@ -118,17 +120,20 @@ class Rounds:
         normalizers in the first block; in round ``k + 1``'s block, the arms that round ``k``'s
         undecided rows compare (its record's ``norms``; every look a round added takes that
         round's), so a round trains no arm that no undecided row reads (the default study's
-        LayerNorm arm)."""
+        LayerNorm arm), and no arm beyond its own budget (the policy's ``arms``)."""
         norms = list(self.experiments[experiment]["norms"])
         if experiment not in self.policies:
             return [norms]
         look = self.looks()[experiment] if look is None else look
         added = self._added(experiment, look)
+        policy = self.policies[experiment]
         out = [norms]
         for j in range(1, look + 1):
             arms = self._reader(added.get(j, j - 1))["experiments"].get(experiment, {}).get(
                 "norms")
-            out.append([n for n in norms if n in arms] if arms else norms)
+            # an arm takes no look beyond its own budget (the policy's arms)
+            out.append([n for n in norms if (not arms or n in arms)
+                        and policy.arm_seeds(n) >= policy.rounds[j]])
         return out
 
     def _added(self, experiment: str, look: int) -> dict[int, int]:

@@ -127,10 +127,12 @@ class StopLevels(dict):
     over arms that stopped at an earlier look is read at that look's level
     (:class:`bnstudy.claims.pairing.Levels`)."""
 
-    def __init__(self, stop: dict, looks: dict, budgets: dict | None = None):
+    def __init__(self, stop: dict, looks: dict, budgets: dict | None = None,
+                 arm_budgets: dict | None = None):
         super().__init__(stop)
         self.looks = dict(looks)
         self.budgets = dict(budgets or {})  # {experiment: seeds per arm of its last look}
+        self.arm_budgets = dict(arm_budgets or {})  # {experiment: {norm: its own budget}}
 
 
 def interval_levels(plans: dict, seeds: dict, level: float = 0.95) -> StopLevels:
@@ -138,9 +140,11 @@ def interval_levels(plans: dict, seeds: dict, level: float = 0.95) -> StopLevels
     ``{"rounds": [...], "spending": ...}``, ``seeds`` an experiment to the seeds it ran (the
     count of its stopping look); the look's level ``1 - alpha_k``. An experiment with fewer
     seeds than its first round has no look (a failed study) and is left out. ``budgets``:
-    each planned experiment's last look, the seeds per arm its plan buys."""
+    each planned experiment's last look, the seeds per arm its plan buys; ``arm_budgets``: the
+    arms with a smaller budget of their own (a plan's ``"arms"``)."""
     out, looks = {}, {}
     budgets = {e: check_rounds(p["rounds"])[-1] for e, p in plans.items()}
+    arm_budgets = {e: dict(p["arms"]) for e, p in plans.items() if p.get("arms")}
     for e, p in plans.items():
         if e not in seeds or int(seeds[e]) < check_rounds(p["rounds"])[0]:
             continue
@@ -148,7 +152,7 @@ def interval_levels(plans: dict, seeds: dict, level: float = 0.95) -> StopLevels
         each = 1.0 - look_alphas(p["rounds"], level, p.get("spending", DEFAULT_SPENDING))
         out[e] = float(each[k])
         looks[e] = (check_rounds(p["rounds"])[: k + 1], tuple(float(v) for v in each[: k + 1]))
-    return StopLevels(out, looks, budgets)
+    return StopLevels(out, looks, budgets, arm_budgets)
 
 
 @dataclass(frozen=True)
