@@ -202,3 +202,47 @@ def test_the_luo_study_gives_pns_arm_a_budget_of_five(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "population_norm at most 5 seeds (its own budget)" in out
     assert "at most 663 after the replication rounds" in out  # 528 + 20 x 4 + 5 + 10 x 5
+
+
+# -- the decision rule, simulated at both boundaries, for a row stopped at its arm's budget -----
+
+REPS = 40_000
+MC_TOL = 3 * math.sqrt(0.05 * 0.95 / REPS)
+MARGIN = 0.5
+
+
+@pytest.mark.parametrize("stop_after", [0, 1])
+@pytest.mark.parametrize("rule", ["less", "more", "equivalent"])
+def test_a_row_stopped_at_its_arms_budget_errs_no_more_than_the_alpha_it_spent(rule,
+                                                                               stop_after):
+    from bnstudy.claims.decide import simulation as mc
+
+    looks = (5, 10, 20)
+    spent = float(sum(sequential.look_alphas(looks, 0.95, "obf")[: stop_after + 1]))
+    assert spent < 0.05
+    # at the null boundary (0 for less / more, the margin for equivalent): wrong "supported"
+    edges = [mc.boundary(rule, MARGIN)] if rule != "equivalent" else [MARGIN, -MARGIN]
+    for effect in edges:
+        r = mc.simulate(rule, effect, 1.0, looks, MARGIN, 0.95, "obf", REPS, seed=21,
+                        stop_after=stop_after)
+        assert r["supported"] + r["not_supported"] <= spent + MC_TOL, r
+        assert r["stop_at"][stop_after + 1:].sum() == 0  # no look past the arm's budget
+    if rule in ("less", "more"):  # at the margin in the claim's direction: absent is wrong
+        edge = -MARGIN if rule == "less" else MARGIN
+        m = mc.simulate(rule, edge, 1.0, looks, MARGIN, 0.95, "obf", REPS, seed=22,
+                        stop_after=stop_after)
+        assert m["absent"] + m["not_supported"] <= spent + MC_TOL, m
+
+
+def test_stopping_a_row_at_its_arms_budget_costs_power_not_errors():
+    from bnstudy.claims.decide import simulation as mc
+
+    looks = (5, 10, 20)
+    full = mc.simulate("less", -0.8, 1.0, looks, 0.0, 0.95, "obf", REPS, seed=23)
+    capped = mc.simulate("less", -0.8, 1.0, looks, 0.0, 0.95, "obf", REPS, seed=23,
+                         stop_after=1)
+    assert capped["supported"] < full["supported"] - 0.1
+    assert capped["expected_seeds"] <= 10 < full["expected_seeds"]
+    # the looks it takes are the plan's: the full plan's stopping rates up to look 1 (other
+    # draws: within Monte Carlo error)
+    assert np.allclose(capped["stop_at"][:2], full["stop_at"][:2], atol=0.01)

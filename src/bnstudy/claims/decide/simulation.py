@@ -85,19 +85,23 @@ def rule_bounds(x, level):
 
 def simulate(rule: str, effect: float, sd: float, rounds, margin: float = 0.0,
              level: float = 0.95, spending: str = DEFAULT_SPENDING, reps: int = 20_000,
-             seed: int = 0, dist: str = "normal", bounds=robust.bounds) -> dict:
+             seed: int = 0, dist: str = "normal", bounds=robust.bounds,
+             stop_after: int | None = None) -> dict:
     """Monte Carlo of the sequential policy on paired differences of mean ``effect`` and standard
     deviation ``sd``, distributed as ``dist`` (:func:`draw`): the rates of each final verdict,
     the rate of stopping at each look, and the expected seeds used (the stopping look's count;
-    the last round's when never decided). Vectorized; deterministic in ``seed``."""
+    the last round's when never decided). ``stop_after``: the last look a row takes (an arm's
+    own budget, ``replication: {arms: ...}``; the looks and their alphas stay those planned).
+    Vectorized; deterministic in ``seed``."""
     rounds = check_rounds(rounds)
     alphas = look_alphas(rounds, level, spending)
-    x = effect + sd * draw(dist, np.random.default_rng(seed), (reps, rounds[-1]))
+    last = len(rounds) - 1 if stop_after is None else min(int(stop_after), len(rounds) - 1)
+    x = effect + sd * draw(dist, np.random.default_rng(seed), (reps, rounds[last]))
     code = np.zeros(reps, dtype=int)
-    used = np.full(reps, rounds[-1])
+    used = np.full(reps, rounds[last])
     stop_at = np.zeros(len(rounds))
     open_ = np.ones(reps, dtype=bool)
-    for k, (n, a) in enumerate(zip(rounds, alphas, strict=True)):
+    for k, (n, a) in enumerate(zip(rounds[: last + 1], alphas[: last + 1], strict=True)):
         lo, hi = bounds(x[:, :n], 1 - a)
         c = verdict_codes(rule, lo, hi, margin)
         now = open_ & (c != 0)
