@@ -8,9 +8,10 @@ another: two together are refused, so that no reader has to guess which wins), a
 ``spending`` over them
 (:mod:`bnstudy.claims.decide.sequential`). ``arms: {population_norm: 5}`` gives a costly arm a
 smaller budget of its own, one of the planned looks: that arm takes no seeds beyond it, and a
-row that compares it stops there (:func:`arm_caps`; a futility stop, so it spends no alpha). Round ``k``'s seeds are the experiment's declared seeds
-followed by the next unused integers, the first ``rounds[k]`` of them (:meth:`Policy.seeds`), so
-the rounds a study takes are a function of its config and its numbers alone.
+row that compares it stops there (:meth:`Policy.arm_seeds`; a futility stop, so it spends no
+alpha). Round ``k``'s seeds are the experiment's declared seeds followed by the next unused
+integers, the first ``rounds[k]`` of them (:meth:`Policy.seeds`), so the rounds a study takes
+are a function of its config and its numbers alone.
 
 After round ``k``, :func:`continuing` reads that round's ledger: an experiment goes on to round
 ``k + 1`` iff one of its measured rows is still undecided at look ``k`` (the sequential
