@@ -160,6 +160,27 @@ def read_cifar_bin(path: Path, classes: tuple[int, ...] = (10,), label: int = 0)
     return raw[:, len(classes):].astype(np.float32) / 255.0, raw[:, label].astype(np.int64)
 
 
+def extract(tf: tarfile.TarFile, root: Path) -> None:
+    """Extract ``tf`` under ``root`` with tarfile's "data" filter; on a Python without it
+    (before 3.11.4 / 3.10.12), with its rules checked here: regular files and folders only,
+    each inside ``root``. Every member is checked before any is written: a bad one extracts
+    nothing."""
+    members = tf.getmembers()
+    if hasattr(tarfile, "data_filter"):
+        for m in members:
+            tarfile.data_filter(m, str(root))  # raises tarfile.FilterError
+        tf.extractall(root, members=members, filter="data")
+        return
+    top = Path(root).resolve()
+    for m in members:
+        where = (top / m.name).resolve()
+        if not (m.isfile() or m.isdir()) or m.name.startswith("/") or (
+                where != top and top not in where.parents):
+            raise CorruptData(f"{tf.name}: member {m.name!r} is not a plain file or folder "
+                              f"inside {root}: nothing extracted")
+    tf.extractall(root, members=members)
+
+
 def _cifar(root: Path, download: bool, title: str, archive: str, url: str, folder: str,
            train: list[str], test: str, classes: tuple[int, ...], label: int):
     batches, archive = root / folder, root / archive
@@ -170,7 +191,7 @@ def _cifar(root: Path, download: bool, title: str, archive: str, url: str, folde
         if archive.exists():
             verify(archive)
             with tarfile.open(archive) as tf:
-                tf.extractall(root, filter="data")
+                extract(tf, root)
     missing = [n for n in names if not (batches / n).exists()]
     if missing:
         raise DataUnavailable(
