@@ -84,6 +84,13 @@ def seed_counts(ledger: pd.DataFrame) -> pd.Series:
     return pd.to_numeric(ledger["n_seeds"], errors="coerce").fillna(0)
 
 
+def _row_budget(row, norms: list[str], plan: dict) -> int:
+    """The most seeds every arm ``row`` compares may take: the smallest of their own budgets
+    (``plan["arms"]``), the last look's for an arm without one."""
+    rounds, caps = plan["rounds"], plan.get("arms") or {}
+    return min(caps.get(n, rounds[-1]) for n in arms([row], norms))
+
+
 def _movable(pending, norms: list[str], plan: dict, look: int) -> tuple[list, list[str]]:
     """The undecided rows that may take the next look's seeds (every arm they compare has a
     budget of at least that many: ``plan["arms"]``, the last look's where none is given), and
@@ -94,7 +101,7 @@ def _movable(pending, norms: list[str], plan: dict, look: int) -> tuple[list, li
     nxt = rounds[look + 1]
     movable, spent = [], []
     for r in pending:
-        if all(caps.get(n, rounds[-1]) >= nxt for n in arms([r], norms)):
+        if _row_budget(r, norms, plan) >= nxt:
             movable.append(r)
         else:
             spent.append(f"{r['claim_id']}/{r['experiment']}/{r['norm']}")
@@ -104,8 +111,8 @@ def _movable(pending, norms: list[str], plan: dict, look: int) -> tuple[list, li
 def _reachable(plan: dict, look: int, rows, norms: list[str]) -> int:
     """``look``, or the last look before it that every arm of one of ``rows`` may still take
     (an arm's own budget: ``plan["arms"]``), so that a look a round adds serves a row."""
-    rounds, caps = plan["rounds"], plan.get("arms") or {}
-    top = max(min(caps.get(n, rounds[-1]) for n in arms([r], norms)) for r in rows)
+    rounds = plan["rounds"]
+    top = max(_row_budget(r, norms, plan) for r in rows)
     while look > 0 and rounds[look] > top:
         look -= 1
     return look
