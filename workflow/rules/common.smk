@@ -96,6 +96,10 @@ def get_train_outputs(job):
     return PLAN.train_outputs(job)
 
 
+def get_train_priority(job):
+    return PLAN.train_priority(job)
+
+
 def get_train_log(job):
     return PLAN.train_log(job)
 

@@ -4,7 +4,8 @@
 # block a replication round could schedule has its rule (rounds are checkpoints), with concrete
 # per-seed outputs. The rules are named train_<experiment>_<norm>_s<seeds> (train_star_none_s0to2): force or stop at
 # training with --forcerun/--until $(snakemake --list-rules | grep ^train_), or name a run's
-# files (--forcerun results/runs/<e>/<norm>/seed<s>/checkpoints.pt reruns its block).
+# files (--forcerun results/runs/<e>/<norm>/seed<s>/checkpoints.pt reruns its block). Its priority
+# is the block's estimated CPU-seconds, so that of the blocks ready at once the longest start first.
 
 for _train in PLAN.train_jobs:
 
@@ -17,6 +18,7 @@ for _train in PLAN.train_jobs:
             **get_train_outputs(_train),
         log:
             get_train_log(_train),
+        priority: get_train_priority(_train)
         threads: config["threads"]
         resources:
             gpu=get_gpu,

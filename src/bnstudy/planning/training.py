@@ -91,6 +91,18 @@ class Training:
                 "resume": [self.run_file(e, n, s, "resume.pt") for s in seeds],
                 "code": self.train_code(n, self.experiments[e]["model"])}
 
+    def train_priority(self, name: str) -> int:
+        """A train job's Snakemake ``priority``: the cost model's CPU-seconds of its block
+        (:func:`bnstudy.planning.resources.seconds`, at least 1). Of the jobs ready at once (a
+        replication round's blocks), Snakemake starts the highest first, so the longest blocks
+        start first (longest-processing-time scheduling) and a long block left last does not
+        keep a round waiting on one core while the others idle. Only the order of jobs changes:
+        a seed's numbers never depend on when its block runs."""
+        from bnstudy.planning import resources
+
+        work = self.job_work("train", self.train_wildcards(name))
+        return max(1, round(resources.seconds(work, False, max(1, int(self.config["threads"])))))
+
     def train_log(self, name: str) -> str:
         e, n, seeds = self.train_jobs[name]
         return self.log("train", e, n, f"seeds{layout.seeds_label(seeds)}.log")
