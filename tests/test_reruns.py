@@ -113,6 +113,22 @@ def _assert_reasons(got: list[dict], direct) -> None:
             assert updated and not changed, j
 
 
+def test_train_jobs_carry_their_priority(local_study, full_plan):
+    """Snakemake is given each train job's priority (its block's estimated CPU-seconds,
+    ``Plan.train_priority``): the dry run prints it for every train job, and no other job has
+    one."""
+    from bnstudy.config import study
+    from bnstudy.planning.plan import Plan
+
+    cfg = study.load([local_study["project"] / "config" / "config.yaml"])
+    plan = Plan(study.check(cfg, local=False))
+    trains = [j for j in full_plan if j["rule"] == "train"]
+    assert trains
+    for job in trains:
+        assert job.get("priority") == [str(plan.train_priority(job["name"]))], job
+    assert not [j for j in full_plan if j["rule"] != "train" and "priority" in j]
+
+
 def test_complete_run_is_up_to_date(local_study):
     proc = snakemake(local_study["project"], "-n")
     assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-3000:]

@@ -87,3 +87,24 @@ def test_a_bad_training_block_is_refused_in_one_line(bad):
     with pytest.raises(ConfigError, match="training_block") as err:
         _plan(training_block=bad)
     assert "\n" not in str(err.value).strip()
+
+
+def test_longer_blocks_have_higher_priority():
+    """A train rule's Snakemake priority is its block's estimated CPU-seconds: of the blocks a
+    round makes ready at once, the longest start first. luo's §5: PN's block (its statistics
+    re-estimated every 20 steps) before BN's of the same seeds, BN's ResNet18 before its CNN,
+    ten seeds before five."""
+    cfg = study.load([ROOT / "config/config.yaml", ROOT / "config/studies/luo.yaml"])
+    plan = Plan(study.check(cfg, local=False))
+    pri = {plan.train_jobs[k][:2] + (len(plan.train_jobs[k][2]),): plan.train_priority(k)
+           for k in plan.train_jobs}
+    assert all(isinstance(v, int) and v >= 1 for v in pri.values())
+    pn, bn = pri[("resnet18_m128", "population_norm", 5)], pri[("resnet18_m128", "batchnorm", 5)]
+    assert pn > 1.5 * bn
+    assert bn > pri[("cnn", "batchnorm", 5)]
+    assert pri[("resnet18_m128", "batchnorm", 10)] > bn
+    # the order follows the cost model's estimate exactly (no second ranking to drift from it)
+    from bnstudy.planning import resources
+    for name in plan.train_jobs:
+        work = plan.job_work("train", plan.train_wildcards(name))
+        assert plan.train_priority(name) == max(1, round(resources.seconds(work, False, 1)))
