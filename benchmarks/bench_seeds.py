@@ -13,7 +13,8 @@ the arm with the smaller ratio at the default block size::
     seeds per CPU-second: batched X, per seed Y, ratio Z
 
 Also prints ``bn_jitter``'s CPU time per BN run, its grouped pass against the per-mini-batch
-loop it replaced (issue 47's target: 5x).
+loop it replaced (issue 47's target: 5x), and where the grouped run's time goes: the population
+pass (the layers' moments over the training set), the mini-batches' statistics, the rest.
 
 With ``--dln K`` it also times the default study's 25-layer DLN, K seeds one after another
 against a block of K, through either kernel (its narrow layers ran no faster through vmap).
@@ -97,9 +98,21 @@ def matmul_floor(ds, steps: int, repeats: int = 200) -> float:
     return cpu(lambda: [step() for _ in range(repeats)]) / repeats * steps
 
 
-def jitter(ds, steps: int) -> tuple[float, float]:
+def _timed(fn, spent: dict, key: str):
+    """``fn``, adding the CPU-seconds of each call to ``spent[key]``."""
+    def wrapped(*args, **kwargs):
+        t0 = time.process_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[key] = spent.get(key, 0.0) + time.process_time() - t0
+    return wrapped
+
+
+def jitter(ds, steps: int) -> tuple[float, float, dict]:
     """CPU seconds of ``bn_jitter`` (the default study's options) on one BN run: grouped, and
-    with the per-mini-batch loop it replaced."""
+    with the per-mini-batch loop it replaced; and where the grouped run's time goes (the
+    population pass, the mini-batches' statistics, the rest: predictions, rows, maps)."""
     import yaml
 
     from bnstudy.measures.jitter import compute, stats
@@ -109,11 +122,18 @@ def jitter(ds, steps: int) -> tuple[float, float]:
     run = loop.train_block([spec("batchnorm", 0, steps)], ds, "cpu")[0]
     run["spec"] = loop.RunSpec.parse(run["spec"])
     dev = torch.device("cpu")
-    grouped = cpu(lambda: compute.run(run, ds, options, dev))
+    cpu(lambda: compute.run(run, ds, options, dev))  # warm
+    spent: dict = {}
+    with mock.patch.object(stats, "population_moments",
+                           _timed(stats.population_moments, spent, "population pass")), \
+            mock.patch.object(stats, "batch_statistics",
+                              _timed(stats.batch_statistics, spent, "mini-batch statistics")):
+        grouped = cpu(lambda: compute.run(run, ds, options, dev))
+    spent["the rest"] = grouped - sum(spent.values())
     with mock.patch.object(stats, "_grouped", None), mock.patch.object(
             stats, "StepNoise", nn.Module):  # every module "draws noise": the loop
         looped = cpu(lambda: compute.run(run, ds, options, dev))
-    return grouped, looped
+    return grouped, looped, spent
 
 
 def main() -> None:
@@ -158,9 +178,10 @@ def main() -> None:
             print(f"dln25 {norm:9s} {a.dln} seeds, 300 steps: per seed {alone:.2f} CPU-s, "
                   f"block of {a.dln} {block:.2f} CPU-s, ratio {alone / block:.2f}; through "
                   f"vmap {vmapped:.2f} CPU-s, ratio {alone / vmapped:.2f}")
-    grouped, looped = jitter(ds, a.steps)
+    grouped, looped, spent = jitter(ds, a.steps)
     print(f"bn_jitter per BN run (default study's options): grouped {grouped:.2f} CPU-s, "
-          f"per-mini-batch loop {looped:.2f} CPU-s, {looped / grouped:.1f}x")
+          f"per-mini-batch loop {looped:.2f} CPU-s, {looped / grouped:.1f}x; the grouped run's "
+          + ", ".join(f"{k} {v:.2f}" for k, v in spent.items()))
     import resource
 
     print(f"peak resident memory of this process: "
