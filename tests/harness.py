@@ -217,12 +217,13 @@ def snakemake(project: Path, *args: str, timeout: float = 900, extra_path=None,
 
 
 _RULE = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
-_FIELD = re.compile(r"^(reason|wildcards|input|output|log): (.*)$")
+_FIELD = re.compile(r"^(reason|wildcards|input|output|log|priority): (.*)$")
 
 
 def planned_jobs(output: str) -> list[dict]:
     """The jobs a ``snakemake -n`` output lists: ``{"rule", "reason", "wildcards", "input",
-    "output", "log"}`` each (files as lists)."""
+    "output", "log"}`` each (files as lists), and ``"priority"`` (a one-item list) where
+    Snakemake prints one (a nonzero priority: the train jobs')."""
     jobs = []
     for line in output.splitlines():
         line = line.strip()

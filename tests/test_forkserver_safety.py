@@ -56,15 +56,27 @@ def server(tmp_path_factory):
             os.environ[forkserver.ADDRESS] = old
 
 
+STARTED = ") started"  # bnstudy.forkserver.server logs "<verb> (pid N) started"
+
+
 def _help_job(server, env: dict | None = None) -> tuple[float, bool]:
-    """A ``python -m bnstudy --help`` job: (its wall seconds, whether the server ran it)."""
-    before = server["log"].read_text().count("--help (pid")
+    """A ``python -m bnstudy --help`` job: (its wall seconds, whether the server ran it).
+    Served jobs are counted by their "started" lines, which the server writes right after it
+    forks the child (read again for up to 3 s: under load the child may finish first); a job's
+    "exit" line may come long after the job returned (the child reports to the job first, the
+    server logs when it reaps), so an earlier job's late exit line must not count as this
+    job's."""
+    before = server["log"].read_text().count(STARTED)
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "bnstudy", "--help"], env=env or server["env"],
                           capture_output=True, text=True, timeout=120)
     wall = time.monotonic() - t0
     assert proc.returncode == 0 and "usage" in proc.stdout, proc.stderr[-2000:]
-    return wall, server["log"].read_text().count("--help (pid") > before
+    deadline = time.monotonic() + 3.0
+    while (served := server["log"].read_text().count(STARTED) > before) is False and (
+            time.monotonic() < deadline):
+        time.sleep(0.05)
+    return wall, served
 
 
 def _as_nobody(fn) -> str:
