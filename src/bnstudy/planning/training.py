@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from functools import cached_property
 
+from bnstudy.planning import resources
 from bnstudy.tables import layout
 
 PREFIX = "train_"  # every train rule's name starts with it (snakemake --list-rules | grep)
@@ -98,8 +99,6 @@ class Training:
         start first (longest-processing-time scheduling) and a long block left last does not
         keep a round waiting on one core while the others idle. Only the order of jobs changes:
         a seed's numbers never depend on when its block runs."""
-        from bnstudy.planning import resources
-
         work = self.job_work("train", self.train_wildcards(name))
         return max(1, round(resources.seconds(work, False, max(1, int(self.config["threads"])))))
 
