@@ -21,6 +21,7 @@ development VM (2026-12-07).
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import re
 import resource
@@ -43,7 +44,8 @@ MEASURE_LINE = re.compile(r"(\w+) on experiment \S+: \d+ runs in ([0-9.]+)s")
 
 def design(cfg: dict, seeds: int) -> dict:
     """``cfg`` with the fixed design both sides run (the module docstring)."""
-    cfg = dict(cfg, results="results/bench_study_cpu")
+    cfg = copy.deepcopy(cfg)  # the caller's config untouched
+    cfg["results"] = "results/bench_study_cpu"
     for e in REPLICATED:
         x = cfg["experiments"][e]
         x["seeds"] = list(range(seeds))

@@ -73,10 +73,9 @@ def _help_job(server, env: dict | None = None) -> tuple[float, bool]:
     wall = time.monotonic() - t0
     assert proc.returncode == 0 and "usage" in proc.stdout, proc.stderr[-2000:]
     deadline = time.monotonic() + 3.0
-    while (served := server["log"].read_text().count(STARTED) > before) is False and (
-            time.monotonic() < deadline):
+    while server["log"].read_text().count(STARTED) == before and time.monotonic() < deadline:
         time.sleep(0.05)
-    return wall, served
+    return wall, server["log"].read_text().count(STARTED) > before
 
 
 def _as_nobody(fn) -> str:

@@ -10,7 +10,7 @@ import pytest
 
 from bnstudy.config import study
 from bnstudy.config.loader import ConfigError
-from bnstudy.planning import training
+from bnstudy.planning import resources, training
 from bnstudy.planning.plan import Plan
 from bnstudy.tables import layout
 
@@ -104,7 +104,6 @@ def test_longer_blocks_have_higher_priority():
     assert bn > pri[("cnn", "batchnorm", 5)]
     assert pri[("resnet18_m128", "batchnorm", 10)] > bn
     # the order follows the cost model's estimate exactly (no second ranking to drift from it)
-    from bnstudy.planning import resources
     for name in plan.train_jobs:
         work = plan.job_work("train", plan.train_wildcards(name))
         assert plan.train_priority(name) == max(1, round(resources.seconds(work, False, 1)))
